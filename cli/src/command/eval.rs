@@ -1,0 +1,56 @@
+//! `toolgate eval --policy FILE --input FILE`: judge one request, print the response.
+
+use super::{display_name, read_input};
+use std::process::ExitCode;
+use toolgate_engine::{Policy, Request};
+
+/// Arguments of `toolgate eval`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The policy file (`.gate`).
+    #[arg(long, short)]
+    policy: String,
+    /// The request JSON, or `-` for standard input.
+    #[arg(long, short, default_value = "-")]
+    input: String,
+    /// Print the response on one line instead of indented.
+    #[arg(long)]
+    compact: bool,
+}
+
+/// Exit 0 whatever the decisions; 2 for a bad policy or a malformed request.
+pub fn run(args: &Args) -> ExitCode {
+    match eval(args) {
+        Ok(json) => {
+            println!("{json}");
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("{message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn eval(args: &Args) -> Result<String, String> {
+    let text = read_input(&args.policy).map_err(|e| format!("error: {e}"))?;
+    let policy = Policy::compile(display_name(&args.policy), &text)
+        .map_err(|e| format!("error: policy does not compile\n{}", e.render()))?;
+    let input = read_input(&args.input).map_err(|e| format!("error: {e}"))?;
+    let request = Request::from_json(&input).map_err(|e| {
+        format!(
+            "error: {}: malformed request: {e}",
+            display_name(&args.input)
+        )
+    })?;
+    policy
+        .check_target(&request)
+        .map_err(|e| format!("error: {}: {e}", display_name(&args.input)))?;
+    let response = policy.decide(&request);
+    let json = if args.compact {
+        serde_json::to_string(&response)
+    } else {
+        serde_json::to_string_pretty(&response)
+    };
+    json.map_err(|e| format!("error: cannot write the response: {e}"))
+}

@@ -1,0 +1,28 @@
+//! One module per subcommand, plus the input helpers they share.
+
+pub mod check;
+pub mod eval;
+
+use std::io::Read;
+
+/// Reads a file, or standard input for `-`.
+pub fn read_input(path: &str) -> Result<String, String> {
+    if path == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| format!("cannot read standard input: {e}"))?;
+        Ok(s)
+    } else {
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read `{path}`: {e}"))
+    }
+}
+
+/// The name a path is shown under in diagnostics.
+pub fn display_name(path: &str) -> &str {
+    if path == "-" {
+        "<stdin>"
+    } else {
+        path
+    }
+}

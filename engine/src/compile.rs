@@ -1,0 +1,881 @@
+//! The compiler: checks a parsed policy and lowers it into the tables of [`Policy`].
+//!
+//! Everything that can be decided before a request arrives is decided here: names are
+//! interned to ids, stage whitelists become bit sets, regexes and host matchers are built,
+//! each tool gets the list of its own rules, and every refusal text is written.
+
+use crate::cond::{Cond, Lit, Root, Seg, Test, ValuePath};
+use crate::error::CompileError;
+use crate::hosts::{parse_entry, HostList};
+use crate::ids::{HostListId, RuleId, StageId, ToolId, MAX_LATCHES};
+use crate::policy::{FixedRefusals, LatchInfo, Policy, RuleInfo, StageInfo, ToolInfo};
+use crate::refusal;
+use crate::response::DenyKind;
+use crate::tool_set::ToolSet;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::Arc;
+use toolgate_lang::ast::{
+    self, CallValue, CmpOp, ExprKind, Item, Literal, PathRoot, PathSegment, Selector, Spanned,
+    ToolClass,
+};
+use toolgate_lang::{Diagnostic, SourceFile, Span};
+
+/// The largest window a precondition may scan; larger ones are clamped with a warning.
+pub const MAX_WINDOW: usize = 50;
+/// The window of `client_sent_media` when none is given.
+pub const DEFAULT_WINDOW: usize = 10;
+/// The largest policy source accepted, in bytes.
+pub const MAX_SOURCE_BYTES: usize = 4 << 20;
+/// The size limit handed to the regex compiler for each `matches` pattern.
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+/// The built-in fact preconditions, for help texts.
+const BUILTINS: &str = "client_sent_media(within: N, kinds: [..]), field_filled(NAME), called_before(TOOL), min_client_messages(N)";
+
+impl Policy {
+    /// Compiles policy `text`, naming it `file_name` in diagnostics.
+    ///
+    /// On success the policy may still carry [`Policy::warnings`]. On failure the error holds
+    /// every diagnostic found, each with a span into the source.
+    pub fn compile(file_name: &str, text: &str) -> Result<Policy, CompileError> {
+        let source = SourceFile::new(file_name, text);
+        if text.len() > MAX_SOURCE_BYTES {
+            return Err(CompileError {
+                diagnostics: vec![Diagnostic::error(
+                    Span::new(0, 0),
+                    format!("policy is larger than {} MiB", MAX_SOURCE_BYTES >> 20),
+                )
+                .with_help("split it into several policies")],
+                source_file: source,
+            });
+        }
+        let ast = match toolgate_lang::parse(text) {
+            Ok(ast) => ast,
+            Err(diagnostics) => {
+                return Err(CompileError {
+                    source_file: source,
+                    diagnostics,
+                })
+            }
+        };
+        let mut c = Compiler::default();
+        let built = c.policy(&ast);
+        let (errors, warnings): (Vec<_>, Vec<_>) =
+            c.diags.into_iter().partition(Diagnostic::is_error);
+        match built {
+            Some(parts) if errors.is_empty() => Ok(parts.finish(&ast, text, warnings, source)),
+            _ => {
+                let mut diagnostics = errors;
+                diagnostics.extend(warnings);
+                diagnostics.sort_by_key(|d| (d.span.start, !d.is_error()));
+                Err(CompileError {
+                    source_file: source,
+                    diagnostics,
+                })
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Compiler {
+    diags: Vec<Diagnostic>,
+    tool_index: HashMap<String, ToolId>,
+    tools: Vec<(String, ToolClass, Span)>,
+    host_index: HashMap<String, HostListId>,
+    host_lists: Vec<HostList>,
+}
+
+/// Everything compiled, before it is frozen into a [`Policy`].
+struct Parts {
+    tool_index: HashMap<String, ToolId>,
+    tools: Vec<ToolInfo>,
+    stage_index: HashMap<String, StageId>,
+    stages: Vec<StageInfo>,
+    latches: Vec<LatchInfo>,
+    rules: Vec<RuleInfo>,
+    host_lists: Vec<HostList>,
+}
+
+impl Parts {
+    fn finish(
+        self,
+        ast: &ast::Policy,
+        text: &str,
+        warnings: Vec<Diagnostic>,
+        source: SourceFile,
+    ) -> Policy {
+        let digest = Sha256::digest(text.as_bytes());
+        let revision: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        Policy {
+            module: ast.module.name.as_str().into(),
+            revision: revision.into(),
+            tool_index: self
+                .tool_index
+                .into_iter()
+                .map(|(k, v)| (k.into_boxed_str(), v))
+                .collect(),
+            tools: self.tools,
+            stage_index: self
+                .stage_index
+                .into_iter()
+                .map(|(k, v)| (k.into_boxed_str(), v))
+                .collect(),
+            stages: self.stages,
+            latches: self.latches,
+            rules: self.rules,
+            host_lists: self.host_lists,
+            fixed: FixedRefusals {
+                unclassified: refusal::unclassified().into(),
+                unknown_stage: refusal::unknown_stage().into(),
+                no_stage: refusal::no_stage().into(),
+                rule_unclassified: "unclassified".into(),
+                rule_no_stage: "stage".into(),
+            },
+            warnings,
+            source,
+        }
+    }
+}
+
+impl Compiler {
+    fn error(&mut self, d: Diagnostic) {
+        self.diags.push(d);
+    }
+
+    fn warn(&mut self, span: Span, message: impl Into<String>, help: impl Into<String>) {
+        self.diags
+            .push(Diagnostic::warning(span, message).with_help(help));
+    }
+
+    fn policy(&mut self, ast: &ast::Policy) -> Option<Parts> {
+        // Pass 1: classes and host lists, which everything else refers to.
+        for item in &ast.items {
+            match item {
+                Item::Class(decl) => self.classify(decl),
+                Item::Hosts(decl) => self.host_list(decl),
+                _ => {}
+            }
+        }
+        let n = self.tools.len();
+        let mut tools: Vec<ToolInfo> = self
+            .tools
+            .iter()
+            .map(|(name, class, _)| ToolInfo {
+                name: name.as_str().into(),
+                class: *class,
+                rules: Box::new([]),
+                sets: 0,
+                blocked_by: 0,
+            })
+            .collect();
+        let mut tool_rules: Vec<Vec<RuleId>> = vec![Vec::new(); n];
+        let mut staged = vec![false; n];
+        let mut stage_index: HashMap<String, StageId> = HashMap::new();
+        let mut stage_spans: HashMap<String, Span> = HashMap::new();
+        let mut stages = Vec::new();
+        let mut latches: Vec<LatchInfo> = Vec::new();
+        let mut latch_spans: HashMap<String, Span> = HashMap::new();
+        let mut rules: Vec<RuleInfo> = Vec::new();
+        let mut rule_spans: HashMap<String, Span> = HashMap::new();
+
+        // Pass 2: stages, latches and rules in source order.
+        for item in &ast.items {
+            match item {
+                Item::Stage(decl) => {
+                    if let Some(first) = stage_spans.get(&decl.name.name) {
+                        let first = *first;
+                        self.duplicate_name("stage", &decl.name, first);
+                        continue;
+                    }
+                    stage_spans.insert(decl.name.name.clone(), decl.name.span);
+                    let mut set = ToolSet::with_capacity(n);
+                    let mut seen: HashMap<&str, Span> = HashMap::new();
+                    for t in &decl.tools {
+                        if seen.insert(&t.name, t.span).is_some() {
+                            self.warn(
+                                t.span,
+                                format!(
+                                    "tool `{}` is listed twice in stage `{}`",
+                                    t.name, decl.name.name
+                                ),
+                                "list each tool once",
+                            );
+                        }
+                        match self.tool_index.get(&t.name) {
+                            Some(id) => {
+                                set.insert(*id);
+                                staged[id.index()] = true;
+                            }
+                            None => self.warn(
+                                t.span,
+                                format!("tool `{}` is allowed in stage `{}` but never classified", t.name, decl.name.name),
+                                format!("classify it (`write {0}`, `ingest {0}` or `read {0}`); until then every call to it is denied as unclassified", t.name),
+                            ),
+                        }
+                    }
+                    let name = &decl.name.name;
+                    let whitelist_refusal: Arc<str> = match &decl.refusal {
+                        Some(r) => r.node.as_str().into(),
+                        None => refusal::stage_whitelist(name).into(),
+                    };
+                    let turns_refusal: Arc<str> = match (&decl.refusal, &decl.max_turns) {
+                        (Some(r), _) => r.node.as_str().into(),
+                        (None, Some(m)) => refusal::stage_turns(name, m.node).into(),
+                        (None, None) => whitelist_refusal.clone(),
+                    };
+                    stage_index.insert(name.clone(), StageId(stages.len() as u32));
+                    stages.push(StageInfo {
+                        name: name.as_str().into(),
+                        tools: set,
+                        max_turns: decl.max_turns.as_ref().map(|m| m.node),
+                        whitelist_refusal,
+                        turns_refusal,
+                    });
+                }
+                Item::Latch(decl) => {
+                    if let Some(first) = latch_spans.get(&decl.name.name) {
+                        let first = *first;
+                        self.duplicate_name("latch", &decl.name, first);
+                        continue;
+                    }
+                    latch_spans.insert(decl.name.name.clone(), decl.name.span);
+                    if latches.len() == MAX_LATCHES {
+                        self.error(
+                            Diagnostic::error(
+                                decl.name.span,
+                                format!("a policy may declare at most {MAX_LATCHES} latches"),
+                            )
+                            .with_help("merge latches that block the same tools"),
+                        );
+                        continue;
+                    }
+                    let bit = 1u64 << latches.len();
+                    if decl.set_by.is_empty() {
+                        self.warn(decl.name.span, format!("latch `{}` has no `set_by`, so it is only ever set by the `latched` fact", decl.name.name), "add `set_by ingest` or name the tools that set it");
+                    }
+                    if decl.blocks.is_empty() {
+                        self.warn(
+                            decl.name.span,
+                            format!("latch `{}` blocks nothing", decl.name.name),
+                            "add `blocks write` or name the tools it blocks",
+                        );
+                    }
+                    for id in self.select(&decl.set_by, "latch") {
+                        tools[id.index()].sets |= bit;
+                    }
+                    for id in self.select(&decl.blocks, "latch") {
+                        tools[id.index()].blocked_by |= bit;
+                    }
+                    let refusal: Arc<str> = match &decl.refusal {
+                        Some(r) => r.node.as_str().into(),
+                        None => refusal::latch(&decl.name.name).into(),
+                    };
+                    latches.push(LatchInfo {
+                        name: decl.name.name.as_str().into(),
+                        refusal,
+                    });
+                }
+                Item::Rule(decl) => {
+                    if let Some(first) = rule_spans.get(&decl.name.name) {
+                        let first = *first;
+                        self.duplicate_name("rule", &decl.name, first);
+                        continue;
+                    }
+                    rule_spans.insert(decl.name.name.clone(), decl.name.span);
+                    if let Some(rule) = self.rule(decl) {
+                        let id = RuleId(rules.len() as u32);
+                        for t in self.select(&decl.targets, "rule") {
+                            if !tool_rules[t.index()].contains(&id) {
+                                tool_rules[t.index()].push(id);
+                            }
+                        }
+                        rules.push(rule);
+                    }
+                }
+                Item::Class(_) | Item::Hosts(_) => {}
+            }
+        }
+
+        for (i, (name, _, span)) in self.tools.clone().iter().enumerate() {
+            if !staged[i] {
+                self.warn(
+                    *span,
+                    format!("tool `{name}` is classified but allowed in no stage"),
+                    "add it to a stage's `tools [..]`, or remove it if the agent no longer has it",
+                );
+            }
+        }
+        for (t, r) in tools.iter_mut().zip(tool_rules) {
+            t.rules = r.into_boxed_slice();
+        }
+        Some(Parts {
+            tool_index: self.tool_index.clone(),
+            tools,
+            stage_index,
+            stages,
+            latches,
+            rules,
+            host_lists: std::mem::take(&mut self.host_lists),
+        })
+    }
+
+    fn duplicate_name(&mut self, what: &str, name: &ast::Ident, first: Span) {
+        self.error(
+            Diagnostic::error(
+                name.span,
+                format!("{what} `{}` is declared twice", name.name),
+            )
+            .with_label("declared again here")
+            .with_help(format!(
+                "first declared at byte {}; merge the two or rename one",
+                first.start
+            )),
+        );
+    }
+
+    fn classify(&mut self, decl: &ast::ClassDecl) {
+        for t in &decl.tools {
+            if let Some(id) = self.tool_index.get(&t.name) {
+                let (_, class, _) = &self.tools[id.index()];
+                let class = *class;
+                self.error(
+                    Diagnostic::error(t.span, format!("tool `{}` is classified twice", t.name))
+                        .with_label("classified again here")
+                        .with_help(format!(
+                            "it is already `{}`; every tool has exactly one class",
+                            class.as_str()
+                        )),
+                );
+                continue;
+            }
+            if t.name.is_empty() {
+                self.error(Diagnostic::error(t.span, "tool name is empty"));
+                continue;
+            }
+            self.tool_index
+                .insert(t.name.clone(), ToolId(self.tools.len() as u32));
+            self.tools.push((t.name.clone(), decl.class.node, t.span));
+        }
+    }
+
+    fn host_list(&mut self, decl: &ast::HostsDecl) {
+        if self.host_index.contains_key(&decl.name.name) {
+            self.error(
+                Diagnostic::error(
+                    decl.name.span,
+                    format!("host list `{}` is declared twice", decl.name.name),
+                )
+                .with_help("merge the two lists or rename one"),
+            );
+            return;
+        }
+        let mut schemes = Vec::new();
+        for s in &decl.schemes {
+            let lower = s.node.to_ascii_lowercase();
+            let valid = lower.starts_with(|c: char| c.is_ascii_lowercase())
+                && lower
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c));
+            if !valid {
+                self.error(
+                    Diagnostic::error(s.span, format!("`{}` is not a URL scheme", s.node))
+                        .with_help("write schemes bare, e.g. `schemes [https]`"),
+                );
+                continue;
+            }
+            schemes.push(lower);
+        }
+        if !decl.schemes_given {
+            schemes.push("https".into());
+        } else if decl.schemes.is_empty() {
+            self.warn(
+                decl.name.span,
+                format!(
+                    "host list `{}` accepts no scheme, so every URL is denied",
+                    decl.name.name
+                ),
+                "add `schemes [https]`",
+            );
+        }
+        let mut patterns = Vec::new();
+        for e in &decl.entries {
+            match parse_entry(&e.node) {
+                Ok(p) => patterns.push(p),
+                Err(why) => self.error(
+                    Diagnostic::error(e.span, format!("bad host entry `{}`: {why}", e.node))
+                        .with_help(
+                        "write `example.com` for that host only, `.example.com` for its subdomains",
+                    ),
+                ),
+            }
+        }
+        if decl.entries.is_empty() {
+            self.warn(
+                decl.name.span,
+                format!(
+                    "host list `{}` has no entries, so every URL is denied",
+                    decl.name.name
+                ),
+                "add hosts with `allow [\"example.com\"]`",
+            );
+        }
+        self.host_index.insert(
+            decl.name.name.clone(),
+            HostListId(self.host_lists.len() as u32),
+        );
+        self.host_lists
+            .push(HostList::new(&decl.name.name, schemes, patterns));
+    }
+
+    /// Resolves selectors to tool ids; unknown tools get a warning.
+    fn select(&mut self, selectors: &[Selector], what: &str) -> Vec<ToolId> {
+        let mut out = Vec::new();
+        for sel in selectors {
+            match sel {
+                Selector::Class(c) => {
+                    out.extend(
+                        self.tools
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, (_, class, _))| *class == c.node)
+                            .map(|(i, _)| ToolId(i as u32)),
+                    );
+                }
+                Selector::Tool(t) => match self.tool_index.get(&t.name) {
+                    Some(id) => out.push(*id),
+                    None => self.warn(
+                        t.span,
+                        format!("{what} names tool `{}`, which is never classified", t.name),
+                        "classify the tool, or fix the name",
+                    ),
+                },
+            }
+        }
+        out
+    }
+
+    fn rule(&mut self, decl: &ast::RuleDecl) -> Option<RuleInfo> {
+        if decl.requires.is_empty() {
+            self.error(
+                Diagnostic::error(
+                    decl.name.span,
+                    format!("rule `{}` has no `require`", decl.name.name),
+                )
+                .with_help("add `require CONDITION`"),
+            );
+            return None;
+        }
+        if decl.targets.is_empty() {
+            self.warn(
+                decl.name.span,
+                format!("rule `{}` applies to no tool", decl.name.name),
+                "name its tools after `for`",
+            );
+        }
+        let mut cats = Categories::default();
+        let mut conds = Vec::new();
+        for e in &decl.requires {
+            conds.push(self.cond(e, &mut cats)?);
+        }
+        let kind = cats.kind();
+        let cond = if conds.len() == 1 {
+            conds.pop()?
+        } else {
+            Cond::And(conds.into_boxed_slice())
+        };
+        let fail_open = match &decl.on_missing {
+            Some(m) => m.node == ast::OnMissing::Allow,
+            None => kind == DenyKind::Precondition,
+        };
+        if fail_open && !cats.reads_facts() {
+            if let Some(m) = &decl.on_missing {
+                self.warn(
+                    m.span,
+                    format!(
+                        "rule `{}` reads no facts, so `on_missing allow` never applies",
+                        decl.name.name
+                    ),
+                    "a missing argument always denies; drop the line",
+                );
+            }
+        }
+        let hosts = refusal::HostLookup {
+            index: &self.host_index,
+            lists: &self.host_lists,
+        };
+        let refusal: Arc<str> = match &decl.refusal {
+            Some(r) => r.node.as_str().into(),
+            None => refusal::rule(&decl.name.name, kind, &decl.requires, &hosts).into(),
+        };
+        Some(RuleInfo {
+            name: decl.name.name.as_str().into(),
+            kind,
+            cond,
+            fail_open,
+            refusal,
+        })
+    }
+
+    fn cond(&mut self, e: &ast::Expr, cats: &mut Categories) -> Option<Cond> {
+        Some(match &e.kind {
+            ExprKind::Bool(b) => Cond::Const(*b),
+            ExprKind::And(parts) => Cond::And(self.conds(parts, cats)?),
+            ExprKind::Or(parts) => Cond::Or(self.conds(parts, cats)?),
+            ExprKind::Not(inner) => Cond::Not(Box::new(self.cond(inner, cats)?)),
+            ExprKind::Call(call) => {
+                cats.precondition = true;
+                self.builtin(call)?
+            }
+            ExprKind::Predicate(path, pred) => {
+                let vp = self.path(path)?;
+                if vp.root == Root::Args {
+                    cats.args = true;
+                } else {
+                    cats.facts = true;
+                }
+                let test = match pred {
+                    ast::Predicate::Compare(op, lit) => {
+                        let l = lower_literal(&lit.node);
+                        let ordering = !matches!(op, CmpOp::Eq | CmpOp::Ne);
+                        if ordering && !matches!(l, Lit::Num(_)) {
+                            self.error(
+                                Diagnostic::error(lit.span, format!("`{}` compares numbers only", op.as_str()))
+                                    .with_help("use `==`/`!=` for strings, bools and null, or `matches` for patterns"),
+                            );
+                            return None;
+                        }
+                        Test::Cmp(*op, l)
+                    }
+                    ast::Predicate::InHosts(name) => {
+                        if vp.root == Root::Args {
+                            cats.args = false;
+                            cats.host = true;
+                        }
+                        match self.host_index.get(&name.name) {
+                            Some(id) => Test::InHosts(*id),
+                            None => {
+                                let known: Vec<&str> =
+                                    self.host_index.keys().map(String::as_str).collect();
+                                self.error(
+                                    Diagnostic::error(name.span, format!("no host list named `{}`", name.name))
+                                        .with_help(if known.is_empty() {
+                                            "declare it with `hosts NAME { schemes [https] allow [..] }`".to_string()
+                                        } else {
+                                            format!("declared lists: {}", known.join(", "))
+                                        }),
+                                );
+                                return None;
+                            }
+                        }
+                    }
+                    ast::Predicate::InList(items) => {
+                        if items.is_empty() {
+                            self.warn(e.span, "`in []` is never true", "list the accepted values");
+                        }
+                        Test::InList(items.iter().map(|l| lower_literal(&l.node)).collect())
+                    }
+                    ast::Predicate::Matches(re) => match regex::RegexBuilder::new(&re.node)
+                        .size_limit(REGEX_SIZE_LIMIT)
+                        .build()
+                    {
+                        Ok(r) => Test::Matches(r),
+                        Err(err) => {
+                            let msg = err.to_string();
+                            let last = msg
+                                .lines()
+                                .rfind(|l| !l.trim().is_empty())
+                                .unwrap_or("invalid regex")
+                                .trim()
+                                .to_string();
+                            self.error(
+                                Diagnostic::error(re.span, format!("invalid regex: {}", last.trim_start_matches("error: ")))
+                                    .with_help("regexes use Rust `regex` syntax; anchor with ^ and $ to match the whole value"),
+                            );
+                            return None;
+                        }
+                    },
+                    ast::Predicate::Is(t) => Test::Is(t.node),
+                    ast::Predicate::Exists => Test::Exists,
+                };
+                Cond::Test(vp, test)
+            }
+        })
+    }
+
+    fn conds(&mut self, parts: &[ast::Expr], cats: &mut Categories) -> Option<Box<[Cond]>> {
+        let mut out = Vec::with_capacity(parts.len());
+        for p in parts {
+            out.push(self.cond(p, cats));
+        }
+        out.into_iter()
+            .collect::<Option<Vec<_>>>()
+            .map(Vec::into_boxed_slice)
+    }
+
+    fn path(&mut self, path: &ast::Path) -> Option<ValuePath> {
+        let segs: Box<[Seg]> = path
+            .segments
+            .iter()
+            .map(|s| match s {
+                PathSegment::Key(k) => Seg::Key(k.as_str().into()),
+                PathSegment::Index(i) => Seg::Index(*i),
+            })
+            .collect();
+        if path.root == PathRoot::Args {
+            return Some(ValuePath {
+                root: Root::Args,
+                segs,
+            });
+        }
+        let Some((Seg::Key(first), rest)) = segs.split_first() else {
+            self.error(
+                Diagnostic::error(path.span, "a `facts` path needs a key")
+                    .with_help("write `facts.NAME`"),
+            );
+            return None;
+        };
+        let scalar_root = |root: Root, this: &mut Self| {
+            if rest.is_empty() {
+                Some(ValuePath {
+                    root,
+                    segs: Box::new([]),
+                })
+            } else {
+                this.error(Diagnostic::error(
+                    path.span,
+                    format!("`facts.{first}` has no fields"),
+                ));
+                None
+            }
+        };
+        match &**first {
+            "stage" => scalar_root(Root::Stage, self),
+            "stage_turns" => scalar_root(Root::StageTurns, self),
+            "fields" => {
+                if rest.is_empty() {
+                    self.error(
+                        Diagnostic::error(path.span, "`facts.fields` needs a field name")
+                            .with_help("write `facts.fields.NAME`, or `field_filled(NAME)`"),
+                    );
+                    return None;
+                }
+                Some(ValuePath {
+                    root: Root::Fields,
+                    segs: rest.into(),
+                })
+            }
+            "messages" | "called" | "latched" => {
+                self.error(
+                    Diagnostic::error(path.span, format!("`facts.{first}` cannot be read by path"))
+                        .with_help(format!("use the built-in preconditions: {BUILTINS}")),
+                );
+                None
+            }
+            other => Some(ValuePath {
+                root: Root::Other(other.into()),
+                segs: rest.into(),
+            }),
+        }
+    }
+
+    fn builtin(&mut self, call: &ast::Call) -> Option<Cond> {
+        let name = call.name.name.as_str();
+        let spec: &[&str] = match name {
+            "client_sent_media" => &["within", "kinds"],
+            "field_filled" => &["field"],
+            "called_before" => &["tool"],
+            "min_client_messages" => &["count"],
+            _ => {
+                self.error(
+                    Diagnostic::error(call.name.span, format!("unknown built-in `{name}`"))
+                        .with_help(format!("the built-ins are {BUILTINS}")),
+                );
+                return None;
+            }
+        };
+        // Match labelled and positional arguments to the parameter list.
+        let mut slots: Vec<Option<&Spanned<CallValue>>> = vec![None; spec.len()];
+        for (pos, arg) in call.args.iter().enumerate() {
+            let idx = match &arg.label {
+                Some(l) => match spec.iter().position(|p| *p == l.name) {
+                    Some(i) => i,
+                    None => {
+                        self.error(
+                            Diagnostic::error(
+                                l.span,
+                                format!("`{name}` has no parameter `{}`", l.name),
+                            )
+                            .with_help(format!("its parameters are: {}", spec.join(", "))),
+                        );
+                        return None;
+                    }
+                },
+                None => pos,
+            };
+            if idx >= spec.len() {
+                self.error(
+                    Diagnostic::error(
+                        arg.value.span,
+                        format!(
+                            "`{name}` takes {} argument{}",
+                            spec.len(),
+                            if spec.len() == 1 { "" } else { "s" }
+                        ),
+                    )
+                    .with_help(format!("its parameters are: {}", spec.join(", "))),
+                );
+                return None;
+            }
+            if slots[idx].is_some() {
+                self.error(Diagnostic::error(
+                    arg.value.span,
+                    format!("parameter `{}` is given twice", spec[idx]),
+                ));
+                return None;
+            }
+            slots[idx] = Some(&arg.value);
+        }
+        match name {
+            "client_sent_media" => {
+                let within = match slots[0] {
+                    None => DEFAULT_WINDOW,
+                    Some(v) => self.window(v)?,
+                };
+                let kinds = match slots[1] {
+                    None => Box::new([]) as Box<[Box<str>]>,
+                    Some(v) => match &v.node {
+                        CallValue::List(items) => {
+                            let mut out = Vec::new();
+                            for i in items {
+                                out.push(self.word(i, "a media kind")?.into_boxed_str());
+                            }
+                            if out.is_empty() {
+                                self.error(Diagnostic::error(v.span, "`kinds` is empty").with_help("list the media kinds, e.g. `kinds: [image, document]`, or drop it to accept any"));
+                                return None;
+                            }
+                            out.into_boxed_slice()
+                        }
+                        _ => {
+                            self.error(
+                                Diagnostic::error(v.span, "`kinds` takes a list")
+                                    .with_help("write `kinds: [image, document]`"),
+                            );
+                            return None;
+                        }
+                    },
+                };
+                Some(Cond::ClientSentMedia { within, kinds })
+            }
+            "field_filled" | "called_before" => {
+                let Some(v) = slots[0] else {
+                    self.error(Diagnostic::error(
+                        call.name.span,
+                        format!("`{name}` needs {}", spec[0]),
+                    ));
+                    return None;
+                };
+                let word = self.word(v, spec[0])?;
+                if name == "field_filled" {
+                    Some(Cond::FieldFilled(word.into()))
+                } else {
+                    if !self.tool_index.contains_key(&word) {
+                        self.warn(
+                            v.span,
+                            format!(
+                                "`called_before` names tool `{word}`, which is never classified"
+                            ),
+                            "check the tool name",
+                        );
+                    }
+                    Some(Cond::CalledBefore(word.into()))
+                }
+            }
+            _ => {
+                let Some(v) = slots[0] else {
+                    self.error(Diagnostic::error(
+                        call.name.span,
+                        "`min_client_messages` needs a count",
+                    ));
+                    return None;
+                };
+                let n = self.whole(v)?;
+                Some(Cond::MinClientMessages(n))
+            }
+        }
+    }
+
+    fn whole(&mut self, v: &Spanned<CallValue>) -> Option<u64> {
+        match v.node {
+            CallValue::Number(n) if n >= 0.0 && n.fract() == 0.0 && n < 1e15 => Some(n as u64),
+            _ => {
+                self.error(
+                    Diagnostic::error(v.span, "expected a whole number")
+                        .with_help("write e.g. `10`"),
+                );
+                None
+            }
+        }
+    }
+
+    fn window(&mut self, v: &Spanned<CallValue>) -> Option<usize> {
+        let n = self.whole(v)?;
+        if n == 0 {
+            self.error(
+                Diagnostic::error(v.span, "a window of 0 messages is never satisfied")
+                    .with_help("use a window of 1 to 50"),
+            );
+            return None;
+        }
+        if n > MAX_WINDOW as u64 {
+            self.warn(v.span, format!("window of {n} messages is clamped to {MAX_WINDOW}"), format!("windows are capped at {MAX_WINDOW} so a precondition can never become a table scan"));
+            return Some(MAX_WINDOW);
+        }
+        Some(n as usize)
+    }
+
+    fn word(&mut self, v: &Spanned<CallValue>, what: &str) -> Option<String> {
+        match &v.node {
+            CallValue::Name(s) | CallValue::String(s) if !s.is_empty() => Some(s.clone()),
+            _ => {
+                self.error(Diagnostic::error(v.span, format!("expected {what}")));
+                None
+            }
+        }
+    }
+}
+
+fn lower_literal(l: &Literal) -> Lit {
+    match l {
+        Literal::Number(n) => Lit::Num(*n),
+        Literal::String(s) => Lit::Str(s.as_str().into()),
+        Literal::Bool(b) => Lit::Bool(*b),
+        Literal::Null => Lit::Null,
+    }
+}
+
+/// Which kinds of test a rule contains, to name the kind of its denials.
+#[derive(Default)]
+struct Categories {
+    args: bool,
+    host: bool,
+    precondition: bool,
+    facts: bool,
+}
+
+impl Categories {
+    fn kind(&self) -> DenyKind {
+        match (self.host, self.args, self.precondition, self.facts) {
+            (true, false, false, false) => DenyKind::Host,
+            (false, true, false, false) => DenyKind::Args,
+            (false, false, true, false) => DenyKind::Precondition,
+            (false, false, false, false) => DenyKind::Args,
+            _ => DenyKind::Rule,
+        }
+    }
+
+    fn reads_facts(&self) -> bool {
+        self.precondition || self.facts
+    }
+}

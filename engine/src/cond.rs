@@ -1,0 +1,373 @@
+//! Compiled conditions and their three-valued evaluation.
+//!
+//! A condition is true, false, or unknown. Unknown carries why: the facts it reads are
+//! absent from the request (`ABSENT`, which a rule may let through with `on_missing allow`),
+//! or an operand is missing or of the wrong type (`INVALID`, which always denies).
+//! `and`/`or`/`not` follow Kleene logic, so `not` can never turn a missing argument into a pass.
+
+use crate::hosts::HostList;
+use crate::ids::HostListId;
+use crate::request::{Facts, Message};
+use regex::Regex;
+use serde_json::Value;
+use toolgate_lang::ast::{CmpOp, TypeName};
+
+/// The result of evaluating a condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Truth {
+    True,
+    False,
+    /// Neither; the flags say why (`ABSENT`, `INVALID`).
+    Unknown(u8),
+}
+
+/// Unknown because facts the condition reads were not supplied.
+pub(crate) const ABSENT: u8 = 1;
+/// Unknown because an operand is missing or of the wrong type.
+pub(crate) const INVALID: u8 = 2;
+
+impl Truth {
+    fn from_bool(b: bool) -> Self {
+        if b {
+            Truth::True
+        } else {
+            Truth::False
+        }
+    }
+}
+
+/// A compiled condition.
+#[derive(Debug)]
+pub(crate) enum Cond {
+    Const(bool),
+    And(Box<[Cond]>),
+    Or(Box<[Cond]>),
+    Not(Box<Cond>),
+    Test(ValuePath, Test),
+    ClientSentMedia {
+        within: usize,
+        kinds: Box<[Box<str>]>,
+    },
+    FieldFilled(Box<str>),
+    CalledBefore(Box<str>),
+    MinClientMessages(u64),
+}
+
+/// Where a path starts, resolved at compile time.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Root {
+    Args,
+    Stage,
+    StageTurns,
+    Fields,
+    /// A custom fact, by its top-level key.
+    Other(Box<str>),
+}
+
+/// One step after the root.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Seg {
+    Key(Box<str>),
+    Index(usize),
+}
+
+/// A compiled path.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ValuePath {
+    pub(crate) root: Root,
+    pub(crate) segs: Box<[Seg]>,
+}
+
+/// A literal in a compiled test.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Lit {
+    Num(f64),
+    Str(Box<str>),
+    Bool(bool),
+    Null,
+}
+
+/// The test applied to a path's value.
+#[derive(Debug)]
+pub(crate) enum Test {
+    Cmp(CmpOp, Lit),
+    InHosts(HostListId),
+    InList(Box<[Lit]>),
+    Matches(Regex),
+    Is(TypeName),
+    Exists,
+}
+
+/// A value found at a path.
+#[derive(Debug, Clone, Copy)]
+enum Found<'a> {
+    Json(&'a Value),
+    Str(&'a str),
+    Num(u64),
+}
+
+/// What looking up a path gave.
+enum Lookup<'a> {
+    Found(Found<'a>),
+    /// A fact the request does not supply.
+    Absent,
+    /// An argument the call does not carry.
+    Missing,
+}
+
+/// What a condition is evaluated against.
+pub(crate) struct Env<'a> {
+    pub(crate) args: &'a Value,
+    pub(crate) facts: &'a Facts,
+    pub(crate) hosts: &'a [HostList],
+}
+
+impl Cond {
+    pub(crate) fn eval(&self, env: &Env<'_>) -> Truth {
+        match self {
+            Cond::Const(b) => Truth::from_bool(*b),
+            Cond::And(parts) => {
+                let mut unknown = 0u8;
+                for p in parts.iter() {
+                    match p.eval(env) {
+                        Truth::False => return Truth::False,
+                        Truth::Unknown(f) => unknown |= f,
+                        Truth::True => {}
+                    }
+                }
+                if unknown != 0 {
+                    Truth::Unknown(unknown)
+                } else {
+                    Truth::True
+                }
+            }
+            Cond::Or(parts) => {
+                let mut unknown = 0u8;
+                for p in parts.iter() {
+                    match p.eval(env) {
+                        Truth::True => return Truth::True,
+                        Truth::Unknown(f) => unknown |= f,
+                        Truth::False => {}
+                    }
+                }
+                if unknown != 0 {
+                    Truth::Unknown(unknown)
+                } else {
+                    Truth::False
+                }
+            }
+            Cond::Not(inner) => match inner.eval(env) {
+                Truth::True => Truth::False,
+                Truth::False => Truth::True,
+                u => u,
+            },
+            Cond::Test(path, test) => eval_test(path, test, env),
+            Cond::ClientSentMedia { within, kinds } => match &env.facts.messages {
+                None => Truth::Unknown(ABSENT),
+                Some(ms) => Truth::from_bool(client_messages(ms).take(*within).any(|m| {
+                    m.media
+                        .iter()
+                        .any(|k| kinds.is_empty() || kinds.iter().any(|w| **w == **k))
+                })),
+            },
+            Cond::FieldFilled(name) => match &env.facts.fields {
+                None => Truth::Unknown(ABSENT),
+                Some(fields) => Truth::from_bool(match fields.get(&**name) {
+                    None | Some(Value::Null) => false,
+                    Some(Value::String(s)) => !s.trim().is_empty(),
+                    Some(_) => true,
+                }),
+            },
+            Cond::CalledBefore(tool) => match &env.facts.called {
+                None => Truth::Unknown(ABSENT),
+                Some(called) => Truth::from_bool(called.iter().any(|c| c.ok && *c.tool == **tool)),
+            },
+            Cond::MinClientMessages(n) => match &env.facts.messages {
+                None => Truth::Unknown(ABSENT),
+                Some(ms) => {
+                    let need = usize::try_from(*n).unwrap_or(usize::MAX);
+                    Truth::from_bool(need == 0 || client_messages(ms).nth(need - 1).is_some())
+                }
+            },
+        }
+    }
+}
+
+/// Client messages, newest first.
+fn client_messages(ms: &[Message]) -> impl Iterator<Item = &Message> {
+    ms.iter().rev().filter(|m| m.from == "client")
+}
+
+fn lookup<'a>(path: &ValuePath, env: &Env<'a>) -> Lookup<'a> {
+    let (start, fail) = match &path.root {
+        Root::Args => (env.args, Lookup::Missing),
+        Root::Stage => {
+            return match &env.facts.stage {
+                Some(s) if path.segs.is_empty() => Lookup::Found(Found::Str(s)),
+                _ => Lookup::Absent,
+            }
+        }
+        Root::StageTurns => {
+            return match env.facts.stage_turns {
+                Some(n) if path.segs.is_empty() => Lookup::Found(Found::Num(n)),
+                _ => Lookup::Absent,
+            }
+        }
+        Root::Fields => match &env.facts.fields {
+            None => return Lookup::Absent,
+            Some(fields) => {
+                let Some((first, rest)) = path.segs.split_first() else {
+                    return Lookup::Absent;
+                };
+                let Seg::Key(k) = first else {
+                    return Lookup::Absent;
+                };
+                match fields.get(&**k) {
+                    None => return Lookup::Absent,
+                    Some(v) => {
+                        return walk(v, rest)
+                            .map_or(Lookup::Absent, |v| Lookup::Found(Found::Json(v)))
+                    }
+                }
+            }
+        },
+        Root::Other(key) => match env.facts.other.get(&**key) {
+            None => return Lookup::Absent,
+            Some(v) => (v, Lookup::Absent),
+        },
+    };
+    match walk(start, &path.segs) {
+        Some(v) => Lookup::Found(Found::Json(v)),
+        None => fail,
+    }
+}
+
+fn walk<'a>(mut v: &'a Value, segs: &[Seg]) -> Option<&'a Value> {
+    for seg in segs {
+        v = match (seg, v) {
+            (Seg::Key(k), Value::Object(m)) => m.get(&**k)?,
+            (Seg::Index(i), Value::Array(a)) => a.get(*i)?,
+            _ => return None,
+        };
+    }
+    Some(v)
+}
+
+fn eval_test(path: &ValuePath, test: &Test, env: &Env<'_>) -> Truth {
+    let found = match lookup(path, env) {
+        Lookup::Found(f) => f,
+        Lookup::Absent => {
+            return match test {
+                Test::Exists | Test::Is(_) => Truth::False,
+                _ => Truth::Unknown(ABSENT),
+            }
+        }
+        Lookup::Missing => {
+            return match test {
+                Test::Exists | Test::Is(_) => Truth::False,
+                _ => Truth::Unknown(INVALID),
+            }
+        }
+    };
+    match test {
+        Test::Exists => Truth::True,
+        Test::Is(t) => Truth::from_bool(is_type(found, *t)),
+        Test::Cmp(op, lit) => compare(found, *op, lit),
+        Test::InList(items) => match scalar(found) {
+            Some(v) => Truth::from_bool(items.iter().any(|lit| equals(v, lit))),
+            None => Truth::Unknown(INVALID),
+        },
+        Test::Matches(re) => match as_str(found) {
+            Some(s) => Truth::from_bool(re.is_match(s)),
+            None => Truth::Unknown(INVALID),
+        },
+        Test::InHosts(id) => match (as_str(found), env.hosts.get(id.index())) {
+            (Some(s), Some(list)) => Truth::from_bool(list.allows(s)),
+            _ => Truth::Unknown(INVALID),
+        },
+    }
+}
+
+/// A scalar view of a found value.
+#[derive(Clone, Copy)]
+enum Scalar<'a> {
+    Num(f64),
+    Str(&'a str),
+    Bool(bool),
+    Null,
+}
+
+fn scalar(f: Found<'_>) -> Option<Scalar<'_>> {
+    Some(match f {
+        Found::Str(s) => Scalar::Str(s),
+        Found::Num(n) => Scalar::Num(n as f64),
+        Found::Json(Value::String(s)) => Scalar::Str(s),
+        Found::Json(Value::Number(n)) => Scalar::Num(n.as_f64()?),
+        Found::Json(Value::Bool(b)) => Scalar::Bool(*b),
+        Found::Json(Value::Null) => Scalar::Null,
+        Found::Json(_) => return None,
+    })
+}
+
+fn as_str(f: Found<'_>) -> Option<&str> {
+    match f {
+        Found::Str(s) => Some(s),
+        Found::Json(Value::String(s)) => Some(s),
+        _ => None,
+    }
+}
+
+fn equals(v: Scalar<'_>, lit: &Lit) -> bool {
+    match (v, lit) {
+        (Scalar::Num(a), Lit::Num(b)) => a == *b,
+        (Scalar::Str(a), Lit::Str(b)) => a == &**b,
+        (Scalar::Bool(a), Lit::Bool(b)) => a == *b,
+        (Scalar::Null, Lit::Null) => true,
+        _ => false,
+    }
+}
+
+fn compare(found: Found<'_>, op: CmpOp, lit: &Lit) -> Truth {
+    let Some(v) = scalar(found) else {
+        return Truth::Unknown(INVALID);
+    };
+    match (v, lit) {
+        (Scalar::Num(a), Lit::Num(b)) => Truth::from_bool(match op {
+            CmpOp::Lt => a < *b,
+            CmpOp::Le => a <= *b,
+            CmpOp::Eq => a == *b,
+            CmpOp::Ne => a != *b,
+            CmpOp::Ge => a >= *b,
+            CmpOp::Gt => a > *b,
+        }),
+        // `== null` / `!= null` accept any type: that is their whole point.
+        (_, Lit::Null) => {
+            let is_null = matches!(v, Scalar::Null);
+            Truth::from_bool(if op == CmpOp::Ne { !is_null } else { is_null })
+        }
+        (Scalar::Str(_), Lit::Str(_)) | (Scalar::Bool(_), Lit::Bool(_)) => {
+            let eq = equals(v, lit);
+            Truth::from_bool(if op == CmpOp::Ne { !eq } else { eq })
+        }
+        _ => Truth::Unknown(INVALID),
+    }
+}
+
+fn is_type(f: Found<'_>, t: TypeName) -> bool {
+    match f {
+        Found::Str(_) => t == TypeName::String,
+        Found::Num(_) => matches!(t, TypeName::Number | TypeName::Integer),
+        Found::Json(v) => match (t, v) {
+            (TypeName::String, Value::String(_))
+            | (TypeName::Number, Value::Number(_))
+            | (TypeName::Bool, Value::Bool(_))
+            | (TypeName::Array, Value::Array(_))
+            | (TypeName::Object, Value::Object(_))
+            | (TypeName::Null, Value::Null) => true,
+            (TypeName::Integer, Value::Number(n)) => {
+                n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|x| x.fract() == 0.0)
+            }
+            _ => false,
+        },
+    }
+}

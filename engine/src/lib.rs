@@ -1,0 +1,57 @@
+//! toolgate's engine: compiles a policy into read-only tables and judges tool-call batches.
+//!
+//! ```
+//! use toolgate_engine::{Call, Facts, Policy, Request};
+//! use serde_json::json;
+//!
+//! let policy = Policy::compile("demo.gate", r#"
+//!     module demo
+//!     write send_email
+//!     read  lookup
+//!     stage main { tools [lookup] }
+//! "#).expect("compiles");
+//!
+//! let request = Request::new(
+//!     Facts::in_stage("main"),
+//!     vec![Call::new("c1", "lookup", json!({})), Call::new("c2", "send_email", json!({}))],
+//! );
+//! let response = policy.decide(&request);
+//! assert!(response.decisions[0].allow);
+//! assert!(!response.decisions[1].allow); // not in this stage's whitelist
+//! ```
+//!
+//! The engine never does I/O, never reads a clock, and never panics on any request.
+
+mod compile;
+mod cond;
+mod decide;
+mod error;
+mod hosts;
+mod ids;
+mod policy;
+mod refusal;
+mod request;
+mod response;
+mod tool_set;
+
+pub use compile::{MAX_SOURCE_BYTES, MAX_WINDOW};
+pub use error::{CompileError, RequestError};
+pub use ids::MAX_LATCHES;
+pub use policy::Policy;
+pub use request::{Call, CalledTool, Facts, Latched, Message, Request};
+pub use response::{Decision, DenyKind, LatchState, Response};
+pub use toolgate_lang::ast::ToolClass;
+pub use toolgate_lang::{Diagnostic, Severity, SourceFile};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn policy_is_send_and_sync() {
+        assert_send_sync::<Policy>();
+        assert_send_sync::<std::sync::Arc<Policy>>();
+    }
+}

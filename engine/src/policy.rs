@@ -1,0 +1,143 @@
+//! The compiled policy: read-only tables built once, shared by every decision.
+
+use crate::cond::Cond;
+use crate::hosts::HostList;
+use crate::ids::{RuleId, StageId, ToolId};
+use crate::response::DenyKind;
+use crate::tool_set::ToolSet;
+use std::collections::HashMap;
+use std::sync::Arc;
+use toolgate_lang::ast::ToolClass;
+use toolgate_lang::{Diagnostic, SourceFile};
+
+/// A compiled policy, ready to judge requests.
+///
+/// Built once by [`Policy::compile`]; immutable afterwards, `Send + Sync`, and cheap to share
+/// behind an `Arc`. Judging a batch never does I/O, never reads a clock and never panics.
+#[derive(Debug)]
+pub struct Policy {
+    pub(crate) module: Arc<str>,
+    pub(crate) revision: Arc<str>,
+    pub(crate) tool_index: HashMap<Box<str>, ToolId>,
+    pub(crate) tools: Vec<ToolInfo>,
+    pub(crate) stage_index: HashMap<Box<str>, StageId>,
+    pub(crate) stages: Vec<StageInfo>,
+    pub(crate) latches: Vec<LatchInfo>,
+    pub(crate) rules: Vec<RuleInfo>,
+    pub(crate) host_lists: Vec<HostList>,
+    pub(crate) fixed: FixedRefusals,
+    pub(crate) warnings: Vec<Diagnostic>,
+    pub(crate) source: SourceFile,
+}
+
+/// What the engine knows about one classified tool.
+#[derive(Debug)]
+pub(crate) struct ToolInfo {
+    pub(crate) name: Arc<str>,
+    pub(crate) class: ToolClass,
+    /// The tool's own rules, in source order.
+    pub(crate) rules: Box<[RuleId]>,
+    /// Latches (bit per latch) that a call of this tool sets.
+    pub(crate) sets: u64,
+    /// Latches (bit per latch) that deny this tool while set.
+    pub(crate) blocked_by: u64,
+}
+
+/// One stage.
+#[derive(Debug)]
+pub(crate) struct StageInfo {
+    pub(crate) name: Arc<str>,
+    pub(crate) tools: ToolSet,
+    pub(crate) max_turns: Option<u64>,
+    pub(crate) whitelist_refusal: Arc<str>,
+    pub(crate) turns_refusal: Arc<str>,
+}
+
+/// One latch.
+#[derive(Debug)]
+pub(crate) struct LatchInfo {
+    pub(crate) name: Arc<str>,
+    pub(crate) refusal: Arc<str>,
+}
+
+/// One rule.
+#[derive(Debug)]
+pub(crate) struct RuleInfo {
+    pub(crate) name: Arc<str>,
+    pub(crate) kind: DenyKind,
+    pub(crate) cond: Cond,
+    pub(crate) fail_open: bool,
+    pub(crate) refusal: Arc<str>,
+}
+
+/// Refusals that do not come from a declaration.
+#[derive(Debug)]
+pub(crate) struct FixedRefusals {
+    pub(crate) unclassified: Arc<str>,
+    pub(crate) unknown_stage: Arc<str>,
+    pub(crate) no_stage: Arc<str>,
+    pub(crate) rule_unclassified: Arc<str>,
+    pub(crate) rule_no_stage: Arc<str>,
+}
+
+impl Policy {
+    /// The module name from the policy's `module` line.
+    pub fn module(&self) -> &str {
+        &self.module
+    }
+
+    /// The content hash of the source, reported in every response.
+    pub fn revision(&self) -> &str {
+        &self.revision
+    }
+
+    /// Warnings found while compiling (the policy compiled regardless).
+    pub fn warnings(&self) -> &[Diagnostic] {
+        &self.warnings
+    }
+
+    /// The source the policy was compiled from.
+    pub fn source(&self) -> &SourceFile {
+        &self.source
+    }
+
+    /// Names of the classified tools with their classes, in id order.
+    pub fn tools(&self) -> impl Iterator<Item = (&str, ToolClass)> {
+        self.tools.iter().map(|t| (&*t.name, t.class))
+    }
+
+    /// Names of the declared stages.
+    pub fn stages(&self) -> impl Iterator<Item = &str> {
+        self.stages.iter().map(|s| &*s.name)
+    }
+
+    /// Names of the declared latches, in declaration order.
+    pub fn latches(&self) -> impl Iterator<Item = &str> {
+        self.latches.iter().map(|l| &*l.name)
+    }
+
+    /// Names of the declared rules, in declaration order.
+    pub fn rules(&self) -> impl Iterator<Item = &str> {
+        self.rules.iter().map(|r| &*r.name)
+    }
+
+    /// Names of the declared host allowlists.
+    pub fn host_lists(&self) -> impl Iterator<Item = &str> {
+        self.host_lists.iter().map(|h| &*h.name)
+    }
+
+    /// The class of a tool, or `None` when the policy never classified it.
+    pub fn class_of(&self, tool: &str) -> Option<ToolClass> {
+        self.tool_index
+            .get(tool)
+            .map(|id| self.tools[id.index()].class)
+    }
+
+    /// Whether `tool` exists in `stage` (both must be declared).
+    pub fn stage_allows(&self, stage: &str, tool: &str) -> bool {
+        match (self.stage_index.get(stage), self.tool_index.get(tool)) {
+            (Some(s), Some(t)) => self.stages[s.index()].tools.contains(*t),
+            _ => false,
+        }
+    }
+}

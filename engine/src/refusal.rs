@@ -1,0 +1,220 @@
+//! Default refusal texts, generated from the declarations when the author gives none.
+//!
+//! Every refusal tells the model what was missing, that the action did NOT happen, and what
+//! to do instead, so it corrects itself rather than telling the user the action succeeded.
+
+use crate::hosts::HostList;
+use crate::ids::HostListId;
+use std::collections::HashMap;
+
+/// Finds host lists by name while the compiler still owns them.
+pub(crate) struct HostLookup<'a> {
+    pub(crate) index: &'a HashMap<String, HostListId>,
+    pub(crate) lists: &'a [HostList],
+}
+
+impl<'a> HostLookup<'a> {
+    fn get(&self, name: &str) -> Option<&'a HostList> {
+        self.index
+            .get(name)
+            .and_then(|id| self.lists.get(id.index()))
+    }
+}
+use crate::response::DenyKind;
+use toolgate_lang::ast::{CallValue, Expr, ExprKind, Literal, Predicate};
+
+const NOT_HAPPENED: &str = "This did NOT happen. Do not tell the user it did.";
+
+/// For a call to a tool the policy does not classify.
+pub(crate) fn unclassified() -> String {
+    format!("Blocked: this tool is not classified by the policy, so it may not run. {NOT_HAPPENED} Carry on without it.")
+}
+
+/// For a tool outside the stage's whitelist.
+pub(crate) fn stage_whitelist(stage: &str) -> String {
+    format!(
+        "Blocked: this tool is not available in the current stage `{stage}`. {NOT_HAPPENED} Use only the tools this stage offers."
+    )
+}
+
+/// For a stage that has used up its turns.
+pub(crate) fn stage_turns(stage: &str, max: u64) -> String {
+    format!(
+        "Blocked: stage `{stage}` allows at most {max} turns and they are used up. {NOT_HAPPENED} Answer from what you have and return to the main task."
+    )
+}
+
+/// For a stage the policy does not define.
+pub(crate) fn unknown_stage() -> String {
+    format!("Blocked: the conversation is in a stage this policy does not define, so no tool is available. {NOT_HAPPENED}")
+}
+
+/// For a request that names no stage.
+pub(crate) fn no_stage() -> String {
+    format!("Blocked: the request names no stage, so no tool is available. {NOT_HAPPENED}")
+}
+
+/// For a tool blocked by a latch.
+pub(crate) fn latch(name: &str) -> String {
+    format!(
+        "Blocked: this turn has read untrusted content (latch `{name}`), so this tool is disabled by design until the user's next message. {NOT_HAPPENED} Answer from what you have, and ask the user to send the request again."
+    )
+}
+
+/// For a rule, from its conditions.
+pub(crate) fn rule(
+    name: &str,
+    kind: DenyKind,
+    requires: &[Expr],
+    hosts: &HostLookup<'_>,
+) -> String {
+    let desc = requires
+        .iter()
+        .map(|e| describe(e, hosts))
+        .collect::<Vec<_>>()
+        .join(", and ");
+    match kind {
+        DenyKind::Precondition => format!(
+            "Blocked: {desc}. This did NOT happen. Do not tell the customer it did. Ask for it, then call this function again."
+        ),
+        DenyKind::Args => format!(
+            "Blocked: the arguments break rule `{name}`: {desc}. {NOT_HAPPENED} Correct the arguments and call again, or explain why it cannot be done."
+        ),
+        DenyKind::Host => format!("Blocked: {desc}. {NOT_HAPPENED} Use an allowed source instead."),
+        _ => format!("Blocked by rule `{name}`: {desc}. {NOT_HAPPENED}"),
+    }
+}
+
+/// A plain-English statement of what a condition requires.
+pub(crate) fn describe(e: &Expr, hosts: &HostLookup<'_>) -> String {
+    match &e.kind {
+        ExprKind::Bool(true) => "nothing".into(),
+        ExprKind::Bool(false) => "this call is never allowed".into(),
+        ExprKind::And(parts) => parts
+            .iter()
+            .map(|p| describe(p, hosts))
+            .collect::<Vec<_>>()
+            .join(" and "),
+        ExprKind::Or(parts) => format!(
+            "either {}",
+            parts
+                .iter()
+                .map(|p| describe(p, hosts))
+                .collect::<Vec<_>>()
+                .join(", or ")
+        ),
+        ExprKind::Not(inner) => format!("it must not be that {}", describe(inner, hosts)),
+        ExprKind::Predicate(path, pred) => {
+            let p = path.display();
+            match pred {
+                Predicate::Compare(op, lit) => {
+                    format!("`{p}` must be {} {}", op.as_str(), literal(&lit.node))
+                }
+                Predicate::InList(items) => format!(
+                    "`{p}` must be one of {}",
+                    items
+                        .iter()
+                        .map(|l| literal(&l.node))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                Predicate::Matches(re) => format!("`{p}` must match `{}`", re.node),
+                Predicate::Is(t) => format!("`{p}` must be {}", article(t.node.as_str())),
+                Predicate::Exists => format!("`{p}` must be present"),
+                Predicate::InHosts(list) => match hosts.get(&list.name) {
+                    Some(h) => format!(
+                        "`{p}` must be a {} URL on a host in allowlist `{}` ({})",
+                        h.schemes().collect::<Vec<_>>().join("/"),
+                        list.name,
+                        h.describe_entries().join(", ")
+                    ),
+                    None => format!("`{p}` must be a URL on a host in allowlist `{}`", list.name),
+                },
+            }
+        }
+        ExprKind::Call(call) => {
+            let arg = |label: &str, pos: usize| {
+                call.args
+                    .iter()
+                    .find(|a| a.label.as_ref().is_some_and(|l| l.name == label))
+                    .or_else(|| call.args.get(pos).filter(|a| a.label.is_none()))
+                    .map(|a| &a.value.node)
+            };
+            match call.name.name.as_str() {
+                "client_sent_media" => {
+                    let n = match arg("within", 0) {
+                        Some(CallValue::Number(n)) => {
+                            (*n as u64).clamp(1, crate::compile::MAX_WINDOW as u64)
+                        }
+                        _ => crate::compile::DEFAULT_WINDOW as u64,
+                    };
+                    let kinds = match arg("kinds", 1) {
+                        Some(CallValue::List(items)) if !items.is_empty() => {
+                            let names: Vec<String> =
+                                items.iter().map(|i| value_text(&i.node)).collect();
+                            format!("{} {}", article_word(&names[0]), names.join("/"))
+                        }
+                        _ => "a media".into(),
+                    };
+                    format!(
+                        "the customer must have sent {kinds} attachment in their last {n} messages"
+                    )
+                }
+                "field_filled" => format!(
+                    "the `{}` field must be filled in",
+                    arg("field", 0).map(value_text).unwrap_or_default()
+                ),
+                "called_before" => format!(
+                    "`{}` must have been called successfully earlier in this conversation",
+                    arg("tool", 0).map(value_text).unwrap_or_default()
+                ),
+                "min_client_messages" => format!(
+                    "the customer must have sent at least {} messages",
+                    arg("count", 0).map(value_text).unwrap_or_default()
+                ),
+                other => format!("`{other}` must hold"),
+            }
+        }
+    }
+}
+
+fn value_text(v: &CallValue) -> String {
+    match v {
+        CallValue::Number(n) => format_number(*n),
+        CallValue::String(s) | CallValue::Name(s) => s.clone(),
+        CallValue::List(items) => items
+            .iter()
+            .map(|i| value_text(&i.node))
+            .collect::<Vec<_>>()
+            .join("/"),
+    }
+}
+
+fn literal(l: &Literal) -> String {
+    match l {
+        Literal::Number(n) => format_number(*n),
+        Literal::String(s) => format!("{s:?}"),
+        Literal::Bool(b) => b.to_string(),
+        Literal::Null => "null".into(),
+    }
+}
+
+fn format_number(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        format!("{}", n as i64)
+    } else {
+        n.to_string()
+    }
+}
+
+fn article_word(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    }
+}
+
+fn article(word: &str) -> String {
+    format!("{} {word}", article_word(word))
+}

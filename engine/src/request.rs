@@ -1,0 +1,533 @@
+//! The typed request: facts about the conversation and the batch of calls to judge.
+//!
+//! Requests can be built in Rust directly or read from JSON with [`Request::from_json`].
+//! Standard facts of the wrong JSON type make the request malformed: the error names the
+//! field, because a silent default here would quietly change a security decision.
+
+use crate::error::RequestError;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// One batch of tool calls and the facts they are judged against.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Request {
+    /// What the executor knows about the conversation.
+    pub facts: Facts,
+    /// The calls the model asked for, in the model's order.
+    pub calls: Vec<Call>,
+    /// The policy module the request is meant for, if the caller names one.
+    pub policy: Option<String>,
+    /// The executor's session id (used by the decision server).
+    pub session: Option<String>,
+    /// The executor's user-turn id (used by the decision server).
+    pub turn: Option<String>,
+}
+
+/// The facts the executor supplies. Every field is optional.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Facts {
+    /// The active stage of the conversation.
+    pub stage: Option<String>,
+    /// How many turns the active stage has used; absent counts as 0.
+    pub stage_turns: Option<u64>,
+    /// Latch state carried from earlier batches of the same user turn.
+    pub latched: Latched,
+    /// The conversation, oldest first. `None` when the executor could not read it.
+    pub messages: Option<Vec<Message>>,
+    /// Filled-in fields (a CRM lead, a claim form).
+    pub fields: Option<Map<String, Value>>,
+    /// Earlier tool calls in this conversation and whether they succeeded.
+    pub called: Option<Vec<CalledTool>>,
+    /// Any other facts, reachable from rules as `facts.<key>`.
+    pub other: Map<String, Value>,
+}
+
+/// The `latched` fact: one flag, or one flag per named latch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Latched {
+    /// One flag for every latch (the single-latch form). `true` sets every latch.
+    Flag(bool),
+    /// A flag per latch name; names the policy doesn't declare are ignored.
+    ByName(BTreeMap<String, bool>),
+}
+
+impl Default for Latched {
+    fn default() -> Self {
+        Latched::Flag(false)
+    }
+}
+
+/// One message of the conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Who wrote it: `client` for the customer, anything else for others.
+    pub from: String,
+    /// Kinds of media attached (`image`, `document`, ...); case-sensitive.
+    pub media: Vec<String>,
+}
+
+impl Message {
+    /// A message from `from` carrying `media`.
+    pub fn new(from: impl Into<String>, media: &[&str]) -> Self {
+        Message {
+            from: from.into(),
+            media: media.iter().map(|m| m.to_string()).collect(),
+        }
+    }
+}
+
+/// An earlier call and its outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CalledTool {
+    /// The tool called.
+    pub tool: String,
+    /// Whether it succeeded.
+    pub ok: bool,
+}
+
+/// One tool call the model asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    /// The executor's id for the call, echoed in the decision.
+    pub id: String,
+    /// The tool name.
+    pub tool: String,
+    /// The arguments, a JSON object.
+    pub args: Value,
+}
+
+impl Call {
+    /// A call of `tool` with `args`.
+    pub fn new(id: impl Into<String>, tool: impl Into<String>, args: Value) -> Self {
+        Call {
+            id: id.into(),
+            tool: tool.into(),
+            args,
+        }
+    }
+}
+
+impl Request {
+    /// A request with these facts and calls.
+    pub fn new(facts: Facts, calls: Vec<Call>) -> Self {
+        Request {
+            facts,
+            calls,
+            ..Request::default()
+        }
+    }
+
+    /// Reads a request from JSON text.
+    ///
+    /// Errors carry the line and column of bad JSON, or the path of the field that does not
+    /// fit the schema (`facts.messages[2].from`).
+    pub fn from_json(text: &str) -> Result<Self, RequestError> {
+        let value: Value = serde_json::from_str(text).map_err(|e| RequestError::Json {
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        })?;
+        Self::from_value(value)
+    }
+
+    /// Reads a request from an already parsed JSON value.
+    pub fn from_value(value: Value) -> Result<Self, RequestError> {
+        let Value::Object(mut top) = value else {
+            return Err(schema(
+                "",
+                format!("expected an object, found {}", type_name(&value)),
+            ));
+        };
+        if let Some(key) = top.keys().find(|k| {
+            !matches!(
+                k.as_str(),
+                "facts" | "calls" | "policy" | "session" | "turn"
+            )
+        }) {
+            return Err(schema(
+                key,
+                "unknown field; a request has `facts`, `calls` and optionally `policy`, `session`, `turn`",
+            ));
+        }
+        let facts = match top.remove("facts") {
+            None | Some(Value::Null) => Facts::default(),
+            Some(v) => Facts::from_value(v)?,
+        };
+        let calls = match top.remove("calls") {
+            Some(Value::Array(items)) => items
+                .into_iter()
+                .enumerate()
+                .map(|(i, c)| Call::from_value(c, i))
+                .collect::<Result<Vec<_>, _>>()?,
+            Some(other) => {
+                return Err(schema(
+                    "calls",
+                    format!("expected an array, found {}", type_name(&other)),
+                ))
+            }
+            None => {
+                return Err(schema(
+                    "calls",
+                    "missing field; send `\"calls\": []` for an empty batch",
+                ))
+            }
+        };
+        Ok(Request {
+            facts,
+            calls,
+            policy: opt_string(&mut top, "policy", "policy")?,
+            session: opt_string(&mut top, "session", "session")?,
+            turn: opt_string(&mut top, "turn", "turn")?,
+        })
+    }
+}
+
+impl Facts {
+    /// Facts with only a stage set.
+    pub fn in_stage(stage: impl Into<String>) -> Self {
+        Facts {
+            stage: Some(stage.into()),
+            ..Facts::default()
+        }
+    }
+
+    fn from_value(value: Value) -> Result<Self, RequestError> {
+        let Value::Object(mut map) = value else {
+            return Err(schema(
+                "facts",
+                format!("expected an object, found {}", type_name(&value)),
+            ));
+        };
+        let stage = opt_string(&mut map, "stage", "facts.stage")?;
+        let stage_turns = match map.remove("stage_turns") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_u64().ok_or_else(|| {
+                schema(
+                    "facts.stage_turns",
+                    format!("expected a non-negative integer, found {}", describe(&v)),
+                )
+            })?),
+        };
+        let latched = match map.remove("latched") {
+            None | Some(Value::Null) => Latched::default(),
+            Some(Value::Bool(b)) => Latched::Flag(b),
+            Some(Value::Object(m)) => {
+                let mut by_name = BTreeMap::new();
+                for (k, v) in m {
+                    let b = v.as_bool().ok_or_else(|| {
+                        schema(
+                            &format!("facts.latched.{k}"),
+                            format!("expected a bool, found {}", type_name(&v)),
+                        )
+                    })?;
+                    by_name.insert(k, b);
+                }
+                Latched::ByName(by_name)
+            }
+            Some(v) => {
+                return Err(schema(
+                    "facts.latched",
+                    format!(
+                        "expected a bool or an object of bools, found {}",
+                        type_name(&v)
+                    ),
+                ))
+            }
+        };
+        let messages = match map.remove("messages") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(items)) => Some(
+                items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, m)| Message::from_value(m, i))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            Some(v) => {
+                return Err(schema(
+                    "facts.messages",
+                    format!("expected an array, found {}", type_name(&v)),
+                ))
+            }
+        };
+        let fields = match map.remove("fields") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(m)) => Some(m),
+            Some(v) => {
+                return Err(schema(
+                    "facts.fields",
+                    format!("expected an object, found {}", type_name(&v)),
+                ))
+            }
+        };
+        let called = match map.remove("called") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(items)) => Some(
+                items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, c)| CalledTool::from_value(c, i))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            Some(v) => {
+                return Err(schema(
+                    "facts.called",
+                    format!("expected an array, found {}", type_name(&v)),
+                ))
+            }
+        };
+        Ok(Facts {
+            stage,
+            stage_turns,
+            latched,
+            messages,
+            fields,
+            called,
+            other: map,
+        })
+    }
+}
+
+impl Message {
+    fn from_value(value: Value, i: usize) -> Result<Self, RequestError> {
+        let at = format!("facts.messages[{i}]");
+        let Value::Object(mut m) = value else {
+            return Err(schema(
+                &at,
+                format!("expected an object, found {}", type_name(&value)),
+            ));
+        };
+        let from = match m.remove("from") {
+            Some(Value::String(s)) => s,
+            Some(v) => {
+                return Err(schema(
+                    &format!("{at}.from"),
+                    format!("expected a string, found {}", type_name(&v)),
+                ))
+            }
+            None => return Err(schema(&format!("{at}.from"), "missing field")),
+        };
+        let media = match m.remove("media") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(kinds)) => kinds
+                .into_iter()
+                .enumerate()
+                .map(|(j, k)| match k {
+                    Value::String(s) => Ok(s),
+                    other => Err(schema(
+                        &format!("{at}.media[{j}]"),
+                        format!("expected a string, found {}", type_name(&other)),
+                    )),
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            Some(v) => {
+                return Err(schema(
+                    &format!("{at}.media"),
+                    format!("expected an array, found {}", type_name(&v)),
+                ))
+            }
+        };
+        Ok(Message { from, media })
+    }
+}
+
+impl CalledTool {
+    fn from_value(value: Value, i: usize) -> Result<Self, RequestError> {
+        let at = format!("facts.called[{i}]");
+        let Value::Object(mut m) = value else {
+            return Err(schema(
+                &at,
+                format!("expected an object, found {}", type_name(&value)),
+            ));
+        };
+        let tool = match m.remove("tool") {
+            Some(Value::String(s)) => s,
+            Some(v) => {
+                return Err(schema(
+                    &format!("{at}.tool"),
+                    format!("expected a string, found {}", type_name(&v)),
+                ))
+            }
+            None => return Err(schema(&format!("{at}.tool"), "missing field")),
+        };
+        let ok = match m.remove("ok") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => b,
+            Some(v) => {
+                return Err(schema(
+                    &format!("{at}.ok"),
+                    format!("expected a bool, found {}", type_name(&v)),
+                ))
+            }
+        };
+        Ok(CalledTool { tool, ok })
+    }
+}
+
+impl Call {
+    fn from_value(value: Value, i: usize) -> Result<Self, RequestError> {
+        let at = format!("calls[{i}]");
+        let Value::Object(mut m) = value else {
+            return Err(schema(
+                &at,
+                format!("expected an object, found {}", type_name(&value)),
+            ));
+        };
+        let id = match m.remove("id") {
+            Some(Value::String(s)) => s,
+            Some(v) => {
+                return Err(schema(
+                    &format!("{at}.id"),
+                    format!("expected a string, found {}", type_name(&v)),
+                ))
+            }
+            None => {
+                return Err(schema(
+                    &format!("{at}.id"),
+                    "missing field; every call needs an id to match its decision",
+                ))
+            }
+        };
+        let tool = match m.remove("tool") {
+            Some(Value::String(s)) => s,
+            Some(v) => {
+                return Err(schema(
+                    &format!("{at}.tool"),
+                    format!("expected a string, found {}", type_name(&v)),
+                ))
+            }
+            None => return Err(schema(&format!("{at}.tool"), "missing field")),
+        };
+        let args = match m.remove("args") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(v @ Value::Object(_)) => v,
+            Some(Value::String(_)) => {
+                return Err(schema(
+                    &format!("{at}.args"),
+                    "expected an object, found a string; decode JSON-encoded arguments before sending them",
+                ))
+            }
+            Some(v) => return Err(schema(&format!("{at}.args"), format!("expected an object, found {}", type_name(&v)))),
+        };
+        Ok(Call { id, tool, args })
+    }
+}
+
+fn opt_string(
+    map: &mut Map<String, Value>,
+    key: &str,
+    path: &str,
+) -> Result<Option<String>, RequestError> {
+    match map.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(v) => Err(schema(
+            path,
+            format!("expected a string, found {}", type_name(&v)),
+        )),
+    }
+}
+
+fn schema(path: &str, message: impl Into<String>) -> RequestError {
+    RequestError::Schema {
+        path: if path.is_empty() {
+            "(request)".to_string()
+        } else {
+            path.to_string()
+        },
+        message: message.into(),
+    }
+}
+
+/// The JSON type of a value, with an article, for error messages.
+pub(crate) fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a bool",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Number(n) => format!("the number {n}"),
+        other => type_name(other).to_string(),
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Request {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(d)?;
+        Request::from_value(value).map_err(serde::de::Error::custom)
+    }
+}
+
+impl serde::Serialize for Request {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_value().serialize(s)
+    }
+}
+
+impl Request {
+    /// The request as JSON, in the shape [`Request::from_json`] reads.
+    pub fn to_value(&self) -> Value {
+        let mut facts = self.facts.other.clone();
+        let f = &self.facts;
+        if let Some(s) = &f.stage {
+            facts.insert("stage".into(), Value::from(s.clone()));
+        }
+        if let Some(t) = f.stage_turns {
+            facts.insert("stage_turns".into(), Value::from(t));
+        }
+        match &f.latched {
+            Latched::Flag(b) => {
+                facts.insert("latched".into(), Value::from(*b));
+            }
+            Latched::ByName(m) => {
+                let obj: Map<String, Value> = m
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::from(*v)))
+                    .collect();
+                facts.insert("latched".into(), Value::Object(obj));
+            }
+        }
+        if let Some(ms) = &f.messages {
+            let arr = ms
+                .iter()
+                .map(|m| serde_json::json!({"from": m.from, "media": m.media}))
+                .collect();
+            facts.insert("messages".into(), Value::Array(arr));
+        }
+        if let Some(fields) = &f.fields {
+            facts.insert("fields".into(), Value::Object(fields.clone()));
+        }
+        if let Some(cs) = &f.called {
+            let arr = cs
+                .iter()
+                .map(|c| serde_json::json!({"tool": c.tool, "ok": c.ok}))
+                .collect();
+            facts.insert("called".into(), Value::Array(arr));
+        }
+        let calls: Vec<Value> = self
+            .calls
+            .iter()
+            .map(|c| serde_json::json!({"id": c.id, "tool": c.tool, "args": c.args}))
+            .collect();
+        let mut top = Map::new();
+        top.insert("facts".into(), Value::Object(facts));
+        top.insert("calls".into(), Value::Array(calls));
+        for (k, v) in [
+            ("policy", &self.policy),
+            ("session", &self.session),
+            ("turn", &self.turn),
+        ] {
+            if let Some(v) = v {
+                top.insert(k.into(), Value::from(v.clone()));
+            }
+        }
+        Value::Object(top)
+    }
+}

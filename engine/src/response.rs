@@ -1,0 +1,97 @@
+//! The typed response: one decision per call, in request order.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The answer to one [`crate::Request`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    /// The policy's module name.
+    pub policy: Arc<str>,
+    /// The content hash of the policy source that judged the batch.
+    pub revision: Arc<str>,
+    /// Latch state after the batch; pass it back in on the next batch of the same user turn.
+    pub latched: LatchState,
+    /// One decision per call, in request order.
+    pub decisions: Vec<Decision>,
+}
+
+/// Latch state in a response: one flag for policies with at most one latch, else a map.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum LatchState {
+    /// The single-latch form.
+    Flag(bool),
+    /// One flag per declared latch.
+    ByName(BTreeMap<Arc<str>, bool>),
+}
+
+impl LatchState {
+    /// True when any latch is set.
+    pub fn any(&self) -> bool {
+        match self {
+            LatchState::Flag(b) => *b,
+            LatchState::ByName(m) => m.values().any(|b| *b),
+        }
+    }
+}
+
+/// Why a call was denied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DenyKind {
+    /// The policy never classified the tool.
+    Unclassified,
+    /// The tool does not exist in the active stage, the stage is unknown, or it ran out of turns.
+    Stage,
+    /// A capability latch is set for this turn and blocks the tool.
+    Latch,
+    /// A URL argument's host is not on the allowlist.
+    Host,
+    /// An argument constraint failed.
+    Args,
+    /// A built-in fact precondition failed.
+    Precondition,
+    /// A rule mixing arguments and custom facts failed.
+    Rule,
+}
+
+impl DenyKind {
+    /// The kind as it appears in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DenyKind::Unclassified => "unclassified",
+            DenyKind::Stage => "stage",
+            DenyKind::Latch => "latch",
+            DenyKind::Host => "host",
+            DenyKind::Args => "args",
+            DenyKind::Precondition => "precondition",
+            DenyKind::Rule => "rule",
+        }
+    }
+}
+
+/// The decision for one call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    /// The call's id, echoed.
+    pub id: String,
+    /// The call's tool, echoed.
+    pub tool: String,
+    /// Whether the executor may dispatch the call.
+    pub allow: bool,
+    /// Why it was denied; absent when allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<DenyKind>,
+    /// The name of the policy element that denied it; absent when allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<Arc<str>>,
+    /// The refusal the model reads; absent when allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Arc<str>>,
+    /// True when the call was allowed only because a rule's facts were absent and the rule
+    /// fails open.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fail_open: bool,
+}

@@ -1,0 +1,381 @@
+//! The syntax tree of a policy. Every node that a diagnostic may point at carries a [`Span`].
+
+use crate::span::Span;
+
+/// A name written in the source (module, tool, stage, latch, list or rule name).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ident {
+    /// The name, unquoted.
+    pub name: String,
+    /// Where it was written.
+    pub span: Span,
+}
+
+/// A value with the span it was written at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spanned<T> {
+    /// The value.
+    pub node: T,
+    /// Where it was written.
+    pub span: Span,
+}
+
+/// A whole policy file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// The `module NAME` at the top of the file.
+    pub module: Ident,
+    /// Declarations in source order.
+    pub items: Vec<Item>,
+}
+
+/// One top-level declaration.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    /// `write a, b` / `ingest c` / `read d`.
+    Class(ClassDecl),
+    /// `stage NAME { ... }`.
+    Stage(StageDecl),
+    /// `latch NAME { ... }`.
+    Latch(LatchDecl),
+    /// `hosts NAME { ... }`.
+    Hosts(HostsDecl),
+    /// `rule NAME for TOOLS { ... }`.
+    Rule(RuleDecl),
+}
+
+/// The capability class of a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ToolClass {
+    /// Has a consequential side effect: a state change, an outbound message, a payment.
+    Write,
+    /// Returns third-party content the agent did not author.
+    Ingest,
+    /// Reads trusted data without side effects.
+    Read,
+}
+
+impl ToolClass {
+    /// The keyword for this class.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolClass::Write => "write",
+            ToolClass::Ingest => "ingest",
+            ToolClass::Read => "read",
+        }
+    }
+
+    /// Parses a class keyword.
+    pub fn from_keyword(word: &str) -> Option<Self> {
+        match word {
+            "write" => Some(ToolClass::Write),
+            "ingest" => Some(ToolClass::Ingest),
+            "read" => Some(ToolClass::Read),
+            _ => None,
+        }
+    }
+}
+
+/// `write a, b`: classifies tools.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassDecl {
+    /// The class given.
+    pub class: Spanned<ToolClass>,
+    /// The tools classified.
+    pub tools: Vec<Ident>,
+}
+
+/// `stage NAME { tools [..] max_turns N refusal ".." }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageDecl {
+    /// The stage name.
+    pub name: Ident,
+    /// Tools that exist in this stage; empty when not given.
+    pub tools: Vec<Ident>,
+    /// Calls are denied once `stage_turns` exceeds this.
+    pub max_turns: Option<Spanned<u64>>,
+    /// The author's refusal text for stage denials.
+    pub refusal: Option<Spanned<String>>,
+    /// The whole declaration.
+    pub span: Span,
+}
+
+/// What a latch selector names: a whole class or one tool.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Selector {
+    /// Every tool of a class.
+    Class(Spanned<ToolClass>),
+    /// One tool.
+    Tool(Ident),
+}
+
+impl Selector {
+    /// Where the selector was written.
+    pub fn span(&self) -> Span {
+        match self {
+            Selector::Class(c) => c.span,
+            Selector::Tool(t) => t.span,
+        }
+    }
+}
+
+/// `latch NAME { set_by .. blocks .. refusal ".." }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatchDecl {
+    /// The latch name.
+    pub name: Ident,
+    /// Tools or classes whose presence in a batch sets the latch.
+    pub set_by: Vec<Selector>,
+    /// Tools or classes denied while the latch is set.
+    pub blocks: Vec<Selector>,
+    /// The author's refusal text.
+    pub refusal: Option<Spanned<String>>,
+    /// The whole declaration.
+    pub span: Span,
+}
+
+/// `hosts NAME { schemes [..] allow [..] }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostsDecl {
+    /// The list name.
+    pub name: Ident,
+    /// Accepted URL schemes.
+    pub schemes: Vec<Spanned<String>>,
+    /// Host entries: `example.com` exactly, `.example.com` any proper subdomain.
+    pub entries: Vec<Spanned<String>>,
+    /// Whether a `schemes` entry was written at all.
+    pub schemes_given: bool,
+    /// The whole declaration.
+    pub span: Span,
+}
+
+/// What a rule does when the facts it reads are absent from the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnMissing {
+    /// Let the call through, marked `fail_open`.
+    Allow,
+    /// Deny the call.
+    Deny,
+}
+
+/// `rule NAME for TOOLS { require EXPR ... refusal ".." on_missing allow|deny }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleDecl {
+    /// The rule name, reported in denials.
+    pub name: Ident,
+    /// The tools (or classes) the rule applies to.
+    pub targets: Vec<Selector>,
+    /// Conditions that must all hold, in source order.
+    pub requires: Vec<Expr>,
+    /// The author's refusal text.
+    pub refusal: Option<Spanned<String>>,
+    /// The failure mode when facts are absent.
+    pub on_missing: Option<Spanned<OnMissing>>,
+    /// The whole declaration.
+    pub span: Span,
+}
+
+/// A condition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expr {
+    /// What the condition is.
+    pub kind: ExprKind,
+    /// Where it was written.
+    pub span: Span,
+}
+
+/// The forms a condition can take.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExprKind {
+    /// `true` or `false`.
+    Bool(bool),
+    /// `a and b and ...`.
+    And(Vec<Expr>),
+    /// `a or b or ...`.
+    Or(Vec<Expr>),
+    /// `not a`.
+    Not(Box<Expr>),
+    /// A built-in precondition such as `field_filled(phone)`.
+    Call(Call),
+    /// A test on an argument or fact: `args.amount <= 250`.
+    Predicate(Path, Predicate),
+}
+
+/// Where a path starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathRoot {
+    /// The call's arguments.
+    Args,
+    /// The request's facts.
+    Facts,
+}
+
+/// One step of a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathSegment {
+    /// `.key`
+    Key(String),
+    /// `[n]`
+    Index(usize),
+}
+
+/// `args.a.b[0]` or `facts.x`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Path {
+    /// `args` or `facts`.
+    pub root: PathRoot,
+    /// The steps after the root.
+    pub segments: Vec<PathSegment>,
+    /// Where it was written.
+    pub span: Span,
+}
+
+impl Path {
+    /// The path as written, e.g. `args.amount`.
+    pub fn display(&self) -> String {
+        let mut out = String::from(match self.root {
+            PathRoot::Args => "args",
+            PathRoot::Facts => "facts",
+        });
+        for seg in &self.segments {
+            match seg {
+                PathSegment::Key(k) => {
+                    out.push('.');
+                    out.push_str(k);
+                }
+                PathSegment::Index(i) => {
+                    out.push('[');
+                    out.push_str(&i.to_string());
+                    out.push(']');
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A comparison operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `>=`
+    Ge,
+    /// `>`
+    Gt,
+}
+
+impl CmpOp {
+    /// The operator as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::Ge => ">=",
+            CmpOp::Gt => ">",
+        }
+    }
+}
+
+/// A literal value in a condition.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Literal {
+    /// A number.
+    Number(f64),
+    /// A string.
+    String(String),
+    /// `true` or `false`.
+    Bool(bool),
+    /// `null`.
+    Null,
+}
+
+/// A JSON type name used with `is`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TypeName {
+    /// `string`
+    String,
+    /// `number`
+    Number,
+    /// `integer`: a number with no fractional part.
+    Integer,
+    /// `bool`
+    Bool,
+    /// `array`
+    Array,
+    /// `object`
+    Object,
+    /// `null`
+    Null,
+}
+
+impl TypeName {
+    /// The name as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TypeName::String => "string",
+            TypeName::Number => "number",
+            TypeName::Integer => "integer",
+            TypeName::Bool => "bool",
+            TypeName::Array => "array",
+            TypeName::Object => "object",
+            TypeName::Null => "null",
+        }
+    }
+}
+
+/// The test applied to a path.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Predicate {
+    /// `<op> literal`
+    Compare(CmpOp, Spanned<Literal>),
+    /// `in hosts NAME`
+    InHosts(Ident),
+    /// `in [a, b, ..]`
+    InList(Vec<Spanned<Literal>>),
+    /// `matches "regex"`
+    Matches(Spanned<String>),
+    /// `is TYPE`
+    Is(Spanned<TypeName>),
+    /// `exists`
+    Exists,
+}
+
+/// A call of a built-in function: `client_sent_media(within: 10, kinds: [image])`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    /// The function name.
+    pub name: Ident,
+    /// The arguments in source order.
+    pub args: Vec<CallArg>,
+}
+
+/// One argument of a call, optionally labelled (`within: 10`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallArg {
+    /// The label, if written.
+    pub label: Option<Ident>,
+    /// The value.
+    pub value: Spanned<CallValue>,
+}
+
+/// A value passed to a built-in.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallValue {
+    /// A number.
+    Number(f64),
+    /// A string.
+    String(String),
+    /// A bare name.
+    Name(String),
+    /// `[a, b]`.
+    List(Vec<Spanned<CallValue>>),
+}

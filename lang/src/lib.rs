@@ -1,0 +1,17 @@
+//! The toolgate policy language: grammar, parser, syntax tree and diagnostics.
+//!
+//! ```
+//! let policy = toolgate_lang::parse("module demo\nread lookup\nstage main { tools [lookup] }\n")
+//!     .expect("parses");
+//! assert_eq!(policy.module.name, "demo");
+//! ```
+
+pub mod ast;
+mod diagnostic;
+mod parser;
+mod rule_names;
+mod span;
+
+pub use diagnostic::{render_all, Diagnostic, Severity};
+pub use parser::parse;
+pub use span::{LineCol, SourceFile, Span};
