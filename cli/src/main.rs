@@ -1,6 +1,7 @@
 //! `toolgate`: check policies and evaluate tool-call batches from the command line.
 
 mod command;
+mod server;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -19,6 +20,8 @@ enum Command {
     Check(command::check::Args),
     /// Judge one request against a policy and print the response JSON.
     Eval(command::eval::Args),
+    /// Run the decision server over a directory of policies.
+    Serve(command::serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -26,5 +29,6 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check(args) => command::check::run(&args),
         Command::Eval(args) => command::eval::run(&args),
+        Command::Serve(args) => command::serve::run(&args),
     }
 }

@@ -27,19 +27,23 @@ mod cond;
 mod decide;
 mod error;
 mod hosts;
+mod hot_swap;
 mod ids;
 mod policy;
 mod refusal;
 mod request;
 mod response;
+mod sessions;
 mod tool_set;
 
 pub use compile::{MAX_SOURCE_BYTES, MAX_WINDOW};
 pub use error::{CompileError, RequestError};
+pub use hot_swap::{DuplicateModule, PolicySet, PolicyStore};
 pub use ids::MAX_LATCHES;
 pub use policy::Policy;
 pub use request::{Call, CalledTool, Facts, Latched, Message, Request};
 pub use response::{Decision, DenyKind, LatchState, Response};
+pub use sessions::SessionStore;
 pub use toolgate_lang::ast::ToolClass;
 pub use toolgate_lang::{Diagnostic, Severity, SourceFile};
 

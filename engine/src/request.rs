@@ -51,6 +51,24 @@ pub enum Latched {
     ByName(BTreeMap<String, bool>),
 }
 
+impl Latched {
+    /// The union of two latch states: a latch set in either is set in the result.
+    pub fn or(&self, other: &Latched) -> Latched {
+        match (self, other) {
+            (Latched::Flag(true), _) | (_, Latched::Flag(true)) => Latched::Flag(true),
+            (Latched::Flag(false), x) | (x, Latched::Flag(false)) => x.clone(),
+            (Latched::ByName(a), Latched::ByName(b)) => {
+                let mut m = a.clone();
+                for (k, v) in b {
+                    let e = m.entry(k.clone()).or_insert(false);
+                    *e = *e || *v;
+                }
+                Latched::ByName(m)
+            }
+        }
+    }
+}
+
 impl Default for Latched {
     fn default() -> Self {
         Latched::Flag(false)

@@ -1,0 +1,106 @@
+//! JSON errors: `{"error": {"code", "message", "location"?}}` with the right status.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// An error a client caused (or a server state it should know about). Never a 500.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    location: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: Inner<'a>,
+}
+
+#[derive(Serialize)]
+struct Inner<'a> {
+    code: &'a str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    location: Option<&'a str>,
+}
+
+impl ApiError {
+    /// 400: the body is not JSON or does not fit the schema.
+    pub fn bad_request(
+        code: &'static str,
+        message: impl Into<String>,
+        location: Option<String>,
+    ) -> Self {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            code,
+            message: message.into(),
+            location,
+        }
+    }
+
+    /// 404: no such module or route.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::NOT_FOUND,
+            code: "not_found",
+            message: message.into(),
+            location: None,
+        }
+    }
+
+    /// 413: over a size cap.
+    pub fn too_large(message: impl Into<String>, location: Option<String>) -> Self {
+        ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            code: "too_large",
+            message: message.into(),
+            location,
+        }
+    }
+
+    /// 401/403: admin endpoints.
+    pub fn forbidden(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code: "forbidden",
+            message: message.into(),
+            location: None,
+        }
+    }
+
+    /// 503: no policy loaded yet.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: "no_policy",
+            message: message.into(),
+            location: None,
+        }
+    }
+
+    /// 422: a reload or check whose policies do not compile.
+    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            code,
+            message: message.into(),
+            location: None,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Body {
+            error: Inner {
+                code: self.code,
+                message: &self.message,
+                location: self.location.as_deref(),
+            },
+        };
+        (self.status, axum::Json(body)).into_response()
+    }
+}

@@ -1,0 +1,121 @@
+//! The decision log: one JSON line per decision, written by a task of its own so that
+//! writing never blocks a decision. A full queue drops entries and counts them.
+
+use arc_swap::ArcSwapOption;
+use serde_json::{json, Value};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use toolgate_engine::{Request, Response};
+
+use super::metrics::Metrics;
+
+/// Which decisions are logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogMode {
+    /// Every batch.
+    All,
+    /// Only batches with at least one denial.
+    Denials,
+    /// Nothing.
+    Off,
+}
+
+/// The sending side of the log, shared by the handlers.
+pub struct DecisionLog {
+    tx: ArcSwapOption<mpsc::Sender<String>>,
+    mode: LogMode,
+    log_args: bool,
+}
+
+impl DecisionLog {
+    /// Starts the writer task; it writes to `path`, or standard output when `None`.
+    /// Returns the log and the writer's handle, which finishes once every sender is dropped
+    /// and the queue is drained.
+    pub async fn start(
+        mode: LogMode,
+        log_args: bool,
+        path: Option<String>,
+        capacity: usize,
+    ) -> std::io::Result<(DecisionLog, tokio::task::JoinHandle<()>)> {
+        let (tx, mut rx) = mpsc::channel::<String>(capacity.max(1));
+        let mut sink: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = match &path {
+            Some(p) => Box::new(
+                tokio::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .await?,
+            ),
+            None => Box::new(tokio::io::stdout()),
+        };
+        let handle = tokio::spawn(async move {
+            let mut buf = tokio::io::BufWriter::new(&mut sink);
+            while let Some(line) = rx.recv().await {
+                let _ = buf.write_all(line.as_bytes()).await;
+                let _ = buf.write_all(b"\n").await;
+                if rx.is_empty() {
+                    let _ = buf.flush().await;
+                }
+            }
+            let _ = buf.flush().await;
+        });
+        let tx = ArcSwapOption::from((mode != LogMode::Off).then(|| Arc::new(tx)));
+        Ok((DecisionLog { tx, mode, log_args }, handle))
+    }
+
+    /// Queues an entry for a judged batch, or counts it dropped when the queue is full.
+    pub fn record(
+        &self,
+        decision_id: &str,
+        request: &Request,
+        response: &Response,
+        metrics: &Metrics,
+    ) {
+        let guard = self.tx.load();
+        let Some(tx) = guard.as_ref() else { return };
+        if self.mode == LogMode::Denials && response.decisions.iter().all(|d| d.allow) {
+            return;
+        }
+        let ts = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        let decisions: Vec<Value> = response
+            .decisions
+            .iter()
+            .map(|d| json!({"id": d.id, "tool": d.tool, "allow": d.allow, "kind": d.kind, "rule": d.rule}))
+            .collect();
+        let mut entry = json!({
+            "ts_ms": ts,
+            "decision_id": decision_id,
+            "policy": response.policy,
+            "revision": response.revision,
+            "session": request.session,
+            "turn": request.turn,
+            "latched": response.latched,
+            "decisions": decisions,
+        });
+        if self.log_args {
+            if let Value::Object(m) = &mut entry {
+                let req = request.to_value();
+                m.insert(
+                    "facts".into(),
+                    req.get("facts").cloned().unwrap_or(Value::Null),
+                );
+                let args: Vec<Value> = request.calls.iter().map(|c| c.args.clone()).collect();
+                m.insert("args".into(), Value::Array(args));
+            }
+        }
+        if tx.try_send(entry.to_string()).is_err() {
+            metrics.log_dropped.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Closes the queue; the writer drains what is left and exits.
+    pub fn close(&self) {
+        self.tx.store(None);
+    }
+}

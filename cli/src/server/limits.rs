@@ -1,0 +1,102 @@
+//! Caps on what a client may send, checked before any parsing work is spent on it.
+
+use super::api_error::ApiError;
+use toolgate_engine::Request;
+
+/// Size caps for one request.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest body, in bytes.
+    pub body_bytes: usize,
+    /// Most calls in one batch.
+    pub calls: usize,
+    /// Most messages in `facts.messages`.
+    pub messages: usize,
+    /// Deepest JSON nesting.
+    pub depth: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            body_bytes: 1 << 20,
+            calls: 256,
+            messages: 10_000,
+            depth: 64,
+        }
+    }
+}
+
+impl Limits {
+    /// Refuses bodies nested deeper than the cap, by a scan that never recurses.
+    pub fn check_depth(&self, body: &[u8]) -> Result<(), ApiError> {
+        let mut depth = 0usize;
+        let mut in_string = false;
+        let mut escaped = false;
+        for (i, &b) in body.iter().enumerate() {
+            if in_string {
+                match (escaped, b) {
+                    (true, _) => escaped = false,
+                    (false, b'\\') => escaped = true,
+                    (false, b'"') => in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => in_string = true,
+                b'{' | b'[' => {
+                    depth += 1;
+                    if depth > self.depth {
+                        return Err(ApiError::too_large(
+                            format!("JSON is nested more than {} levels deep", self.depth),
+                            Some(format!("byte {i}")),
+                        ));
+                    }
+                }
+                b'}' | b']' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses batches and conversations over the caps.
+    pub fn check_request(&self, request: &Request) -> Result<(), ApiError> {
+        if request.calls.len() > self.calls {
+            return Err(ApiError::too_large(
+                format!(
+                    "{} calls in one batch; the limit is {}",
+                    request.calls.len(),
+                    self.calls
+                ),
+                Some("calls".into()),
+            ));
+        }
+        if let Some(ms) = &request.facts.messages {
+            if ms.len() > self.messages {
+                return Err(ApiError::too_large(
+                    format!("{} messages; the limit is {}", ms.len(), self.messages),
+                    Some("facts.messages".into()),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_scan_ignores_brackets_in_strings() {
+        let l = Limits {
+            depth: 2,
+            ..Limits::default()
+        };
+        assert!(l.check_depth(br#"{"a": "[[[[{{{{\"]]"}"#).is_ok());
+        assert!(l.check_depth(br#"{"a": [1, [2]]}"#).is_err());
+        assert!(l.check_depth(br#"{"a": [1, 2]}"#).is_ok());
+    }
+}

@@ -1,0 +1,136 @@
+//! Counters and a latency histogram, rendered as Prometheus text. Lock-free atomics only.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use toolgate_engine::{DenyKind, Response};
+
+/// Upper bounds of the latency buckets, in microseconds.
+const BUCKETS_US: [u64; 12] = [
+    5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 50_000,
+];
+const KINDS: [DenyKind; 7] = [
+    DenyKind::Unclassified,
+    DenyKind::Stage,
+    DenyKind::Latch,
+    DenyKind::Host,
+    DenyKind::Args,
+    DenyKind::Precondition,
+    DenyKind::Rule,
+];
+
+/// The server's metrics.
+#[derive(Default)]
+pub struct Metrics {
+    allowed: AtomicU64,
+    denied: [AtomicU64; 7],
+    latency_buckets: [AtomicU64; 12],
+    latency_count: AtomicU64,
+    latency_sum_us: AtomicU64,
+    /// Successful reloads.
+    pub reloads_ok: AtomicU64,
+    /// Failed reloads (nothing was swapped).
+    pub reloads_failed: AtomicU64,
+    /// Decision-log entries dropped because the queue was full.
+    pub log_dropped: AtomicU64,
+    /// Requests refused with a client error.
+    pub client_errors: AtomicU64,
+}
+
+impl Metrics {
+    /// Counts one response's decisions and its latency.
+    pub fn observe(&self, response: &Response, micros: u64) {
+        for d in &response.decisions {
+            match d.kind {
+                None => {
+                    self.allowed.fetch_add(1, Relaxed);
+                }
+                Some(k) => {
+                    if let Some(i) = KINDS.iter().position(|x| *x == k) {
+                        self.denied[i].fetch_add(1, Relaxed);
+                    }
+                }
+            }
+        }
+        let bucket = BUCKETS_US.iter().position(|b| micros <= *b);
+        if let Some(i) = bucket {
+            self.latency_buckets[i].fetch_add(1, Relaxed);
+        }
+        self.latency_count.fetch_add(1, Relaxed);
+        self.latency_sum_us.fetch_add(micros, Relaxed);
+    }
+
+    /// Prometheus exposition text.
+    pub fn render(&self, sessions_live: usize, policies: usize) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# HELP toolgate_decisions_total Call decisions by outcome and deny kind."
+        );
+        let _ = writeln!(out, "# TYPE toolgate_decisions_total counter");
+        let _ = writeln!(
+            out,
+            "toolgate_decisions_total{{allow=\"true\",kind=\"\"}} {}",
+            self.allowed.load(Relaxed)
+        );
+        for (i, k) in KINDS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "toolgate_decisions_total{{allow=\"false\",kind=\"{}\"}} {}",
+                k.as_str(),
+                self.denied[i].load(Relaxed)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP toolgate_decide_seconds Time to judge one batch, from parsed body to response."
+        );
+        let _ = writeln!(out, "# TYPE toolgate_decide_seconds histogram");
+        let mut cumulative = 0;
+        for (i, b) in BUCKETS_US.iter().enumerate() {
+            cumulative += self.latency_buckets[i].load(Relaxed);
+            let _ = writeln!(
+                out,
+                "toolgate_decide_seconds_bucket{{le=\"{}\"}} {cumulative}",
+                *b as f64 / 1e6
+            );
+        }
+        let count = self.latency_count.load(Relaxed);
+        let _ = writeln!(out, "toolgate_decide_seconds_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(
+            out,
+            "toolgate_decide_seconds_sum {}",
+            self.latency_sum_us.load(Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(out, "toolgate_decide_seconds_count {count}");
+        for (name, help, v) in [
+            (
+                "toolgate_reloads_ok_total",
+                "Policy reloads that swapped in a new set.",
+                self.reloads_ok.load(Relaxed),
+            ),
+            (
+                "toolgate_reloads_failed_total",
+                "Policy reloads refused; the old set kept serving.",
+                self.reloads_failed.load(Relaxed),
+            ),
+            (
+                "toolgate_log_dropped_total",
+                "Decision-log entries dropped on a full queue.",
+                self.log_dropped.load(Relaxed),
+            ),
+            (
+                "toolgate_client_errors_total",
+                "Requests refused as malformed or over a limit.",
+                self.client_errors.load(Relaxed),
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
+        }
+        let _ = writeln!(out, "# HELP toolgate_sessions_live Sessions whose turn latch state is held.\n# TYPE toolgate_sessions_live gauge\ntoolgate_sessions_live {sessions_live}");
+        let _ = writeln!(out, "# HELP toolgate_policies_loaded Policies in the serving set.\n# TYPE toolgate_policies_loaded gauge\ntoolgate_policies_loaded {policies}");
+        out
+    }
+}

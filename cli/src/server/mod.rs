@@ -1,0 +1,181 @@
+//! `toolgate serve`: the sidecar decision server (tokio + axum).
+//!
+//! Policies live behind `arc-swap`; a decision loads the current set once and is judged by
+//! exactly one revision. Reloads (directory change, SIGHUP, `POST /v1/reload`) compile
+//! everything first and swap only when every file compiles.
+
+mod api_error;
+pub mod decision_log;
+mod limits;
+mod loader;
+mod metrics;
+mod routes;
+mod state;
+
+pub use limits::Limits;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use decision_log::{DecisionLog, LogMode};
+use state::AppState;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use toolgate_engine::{PolicyStore, SessionStore};
+
+/// Everything `serve` needs.
+pub struct Config {
+    /// Address to listen on.
+    pub addr: SocketAddr,
+    /// Directory of `.gate` files.
+    pub dir: PathBuf,
+    /// Request caps.
+    pub limits: Limits,
+    /// Idle time after which a session's latch state is dropped.
+    pub session_ttl: Duration,
+    /// Most sessions held at once.
+    pub max_sessions: usize,
+    /// Which decisions to log.
+    pub log: LogMode,
+    /// Log arguments and facts too.
+    pub log_args: bool,
+    /// Log file; standard output when `None`.
+    pub log_file: Option<String>,
+    /// Decision-log queue capacity.
+    pub log_queue: usize,
+    /// How often the directory is polled for changes; zero disables watching.
+    pub poll: Duration,
+    /// Admin bearer token.
+    pub admin_token: Option<String>,
+}
+
+/// Builds the router over shared state.
+fn router(state: Arc<AppState>) -> Router {
+    let body_limit = state.limits.body_bytes;
+    Router::new()
+        .route("/v1/decide", post(routes::decide))
+        .route("/v1/data/{module}/decide", post(routes::data_decide))
+        .route("/v1/check", post(routes::check))
+        .route("/v1/reload", post(routes::reload))
+        .route("/v1/policies", get(routes::policies))
+        .route("/health", get(routes::health))
+        .route("/metrics", get(routes::metrics))
+        .fallback(routes::not_found)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(state)
+}
+
+/// Runs the server until SIGTERM or Ctrl-C, then drains the decision log.
+pub async fn run(config: Config) -> Result<(), String> {
+    let listener = tokio::net::TcpListener::bind(config.addr)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.addr))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let (log, writer) = DecisionLog::start(
+        config.log,
+        config.log_args,
+        config.log_file.clone(),
+        config.log_queue,
+    )
+    .await
+    .map_err(|e| format!("cannot open the decision log: {e}"))?;
+    let state = Arc::new(AppState {
+        store: PolicyStore::default(),
+        sessions: SessionStore::new(config.session_ttl, config.max_sessions),
+        metrics: Default::default(),
+        log,
+        limits: config.limits,
+        dir: config.dir.clone(),
+        admin_token: config.admin_token.clone(),
+        loopback: local.ip().is_loopback(),
+        last_ok: Mutex::new(None),
+        last_attempt: Mutex::new(None),
+        reload_lock: tokio::sync::Mutex::new(0),
+        counter: AtomicU64::new(0),
+        boot: state::boot_stamp(),
+    });
+    // A failed first load still starts the server: /health says 503 until a reload works.
+    let _ = state.clone().reload("startup").await;
+    eprintln!("toolgate: listening on http://{local}");
+
+    if !config.poll.is_zero() {
+        tokio::spawn(watch(state.clone(), config.poll));
+    }
+    tokio::spawn(sweep(state.clone(), config.session_ttl));
+    #[cfg(unix)]
+    tokio::spawn(on_sighup(state.clone()));
+
+    axum::serve(listener, router(state.clone()))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|e| e.to_string())?;
+    state.log.close();
+    drop(state);
+    let _ = writer.await;
+    Ok(())
+}
+
+/// Polls the directory; reloads once a change has been stable for one more interval, so a
+/// half-written file is usually skipped, and a broken one is refused anyway.
+async fn watch(state: Arc<AppState>, every: Duration) {
+    let dir = state.dir.clone();
+    let mut last = loader::fingerprint(&dir);
+    loop {
+        tokio::time::sleep(every).await;
+        let now = loader::fingerprint(&dir);
+        if now == last {
+            continue;
+        }
+        tokio::time::sleep(every.min(Duration::from_millis(250))).await;
+        let settled = loader::fingerprint(&dir);
+        if settled != now {
+            continue;
+        }
+        last = settled;
+        let _ = state.clone().reload("watch").await;
+    }
+}
+
+async fn sweep(state: Arc<AppState>, ttl: Duration) {
+    let every = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    loop {
+        tokio::time::sleep(every).await;
+        state.sessions.expire(Instant::now());
+    }
+}
+
+#[cfg(unix)]
+async fn on_sighup(state: Arc<AppState>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hup.recv().await.is_some() {
+        let _ = state.clone().reload("sighup").await;
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    eprintln!("toolgate: shutting down; flushing the decision log");
+}

@@ -1,0 +1,288 @@
+//! The HTTP handlers.
+
+use super::api_error::ApiError;
+use super::state::AppState;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Instant;
+use toolgate_engine::{Policy, Request, RequestError, Response as Decided};
+
+type Shared = State<Arc<AppState>>;
+
+#[derive(Serialize)]
+struct Decided2<'a> {
+    #[serde(flatten)]
+    response: &'a Decided,
+    decision_id: &'a str,
+}
+
+/// `POST /v1/decide`.
+pub async fn decide(
+    State(state): Shared,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let value = state.parse_body(body)?;
+    let (response, id) = state.judge(value, None)?;
+    Ok(Json(Decided2 {
+        response: &response,
+        decision_id: &id,
+    })
+    .into_response())
+}
+
+/// `POST /v1/data/{module}/decide`: the OPA shape, `{"input": ..}` in, `{"result": ..}` out.
+pub async fn data_decide(
+    State(state): Shared,
+    Path(module): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let value = state.parse_body(body)?;
+    let Value::Object(mut top) = value else {
+        return Err(state.client_error(ApiError::bad_request(
+            "schema",
+            "expected an object with `input`",
+            None,
+        )));
+    };
+    let Some(input) = top.remove("input") else {
+        return Err(state.client_error(ApiError::bad_request(
+            "schema",
+            "missing field",
+            Some("input".into()),
+        )));
+    };
+    let (response, id) = state.judge(input, Some(&module))?;
+    Ok(Json(json!({"result": response, "decision_id": id})).into_response())
+}
+
+/// `POST /v1/check`: compile a policy source from the body; nothing is loaded.
+pub async fn check(
+    State(state): Shared,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    state.admin(&headers)?;
+    let bytes = body.map_err(|r| state.client_error(body_rejection(&r)))?;
+    let text = String::from_utf8(bytes.to_vec()).map_err(|_| {
+        state.client_error(ApiError::bad_request(
+            "encoding",
+            "policy source is not UTF-8",
+            None,
+        ))
+    })?;
+    let result = tokio::task::spawn_blocking(move || match Policy::compile("<request>", &text) {
+        Ok(p) => json!({
+            "ok": true,
+            "module": p.module(),
+            "revision": p.revision(),
+            "diagnostics": diagnostics(p.warnings(), p.source()),
+        }),
+        Err(e) => json!({
+            "ok": false,
+            "diagnostics": diagnostics(&e.diagnostics, &e.source_file),
+            "rendered": e.render(),
+        }),
+    })
+    .await
+    .map_err(|_| ApiError::unprocessable("check_failed", "the check task stopped"))?;
+    Ok(Json(result).into_response())
+}
+
+fn diagnostics(
+    ds: &[toolgate_engine::Diagnostic],
+    src: &toolgate_engine::SourceFile,
+) -> Vec<Value> {
+    ds.iter()
+        .map(|d| {
+            let at = src.line_col(d.span.start);
+            json!({
+                "severity": if d.is_error() { "error" } else { "warning" },
+                "message": d.message,
+                "line": at.line,
+                "col": at.col,
+                "help": d.help,
+                "rendered": d.render(src),
+            })
+        })
+        .collect()
+}
+
+/// `GET /v1/policies`.
+pub async fn policies(State(state): Shared) -> Json<Value> {
+    let set = state.store.snapshot();
+    let loaded = state.last_ok.lock().map(|g| g.clone()).unwrap_or(None);
+    let last = state.last_attempt.lock().map(|g| g.clone()).unwrap_or(None);
+    let list: Vec<Value> = set
+        .iter()
+        .map(|p| {
+            json!({
+                "module": p.module(),
+                "revision": p.revision(),
+                "source": p.source().name(),
+                "loaded_at_ms": loaded.as_ref().map(|r| r.at_ms),
+                "tools": p.tools().count(),
+                "stages": p.stages().count(),
+                "warnings": p.warnings().len(),
+            })
+        })
+        .collect();
+    Json(json!({
+        "generation": set.generation(),
+        "policies": list,
+        "last_reload": last,
+    }))
+}
+
+/// `GET /health`: 200 once a policy is loaded.
+pub async fn health(State(state): Shared) -> Response {
+    let set = state.store.snapshot();
+    if set.is_empty() {
+        ApiError::unavailable("no policy is loaded").into_response()
+    } else {
+        Json(json!({"status": "ok", "policies": set.len(), "generation": set.generation()}))
+            .into_response()
+    }
+}
+
+/// `GET /metrics`.
+pub async fn metrics(State(state): Shared) -> Response {
+    let text = state
+        .metrics
+        .render(state.sessions.len(), state.store.snapshot().len());
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+/// `POST /v1/reload`.
+pub async fn reload(State(state): Shared, headers: HeaderMap) -> Result<Response, ApiError> {
+    state.admin(&headers)?;
+    match state.clone().reload("api").await {
+        Ok(generation) => Ok(Json(json!({"ok": true, "generation": generation})).into_response()),
+        Err(diagnostics) => Err(ApiError::unprocessable("reload_failed", diagnostics)),
+    }
+}
+
+/// Any other route.
+pub async fn not_found() -> ApiError {
+    ApiError::not_found("no such endpoint; see docs/server.md")
+}
+
+/// Maps a body-reading failure to 413 or 400.
+pub fn body_rejection(r: &BytesRejection) -> ApiError {
+    if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::too_large("request body is over the size limit", None)
+    } else {
+        ApiError::bad_request("body", r.body_text(), None)
+    }
+}
+
+impl AppState {
+    fn client_error(&self, e: ApiError) -> ApiError {
+        self.metrics
+            .client_errors
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        e
+    }
+
+    fn parse_body(&self, body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
+        let bytes = body.map_err(|r| self.client_error(body_rejection(&r)))?;
+        self.limits
+            .check_depth(&bytes)
+            .map_err(|e| self.client_error(e))?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            self.client_error(ApiError::bad_request(
+                "json",
+                format!("body is not valid JSON: {e}"),
+                Some(format!("line {}, column {}", e.line(), e.column())),
+            ))
+        })
+    }
+
+    /// Parses, routes and judges one request; records sessions, metrics and the log.
+    fn judge(&self, value: Value, module: Option<&str>) -> Result<(Decided, String), ApiError> {
+        let started = Instant::now();
+        let mut request = Request::from_value(value).map_err(|e| {
+            self.client_error(match e {
+                RequestError::Schema { path, message } => {
+                    ApiError::bad_request("schema", message, Some(path))
+                }
+                other => ApiError::bad_request("schema", other.to_string(), None),
+            })
+        })?;
+        self.limits
+            .check_request(&request)
+            .map_err(|e| self.client_error(e))?;
+        let set = self.store.snapshot();
+        if set.is_empty() {
+            return Err(ApiError::unavailable("no policy is loaded"));
+        }
+        let name = module.or(request.policy.as_deref());
+        let policy = match name {
+            Some(m) => set.get(m).ok_or_else(|| {
+                self.client_error(ApiError::not_found(format!(
+                    "no policy module `{m}` is loaded"
+                )))
+            })?,
+            None => set.only().ok_or_else(|| {
+                self.client_error(ApiError::bad_request(
+                    "schema",
+                    "several policies are loaded; name one",
+                    Some("policy".into()),
+                ))
+            })?,
+        };
+        if module.is_some() && request.policy.as_deref().is_some_and(|p| Some(p) != module) {
+            return Err(self.client_error(ApiError::bad_request(
+                "schema",
+                "`policy` in the input differs from the module in the URL",
+                Some("policy".into()),
+            )));
+        }
+        let session = match (&request.session, &request.turn) {
+            (Some(s), Some(t)) => Some((s.clone(), t.clone())),
+            (None, None) => None,
+            _ => {
+                return Err(self.client_error(ApiError::bad_request(
+                    "schema",
+                    "`session` and `turn` go together",
+                    Some(
+                        if request.session.is_some() {
+                            "turn"
+                        } else {
+                            "session"
+                        }
+                        .into(),
+                    ),
+                )))
+            }
+        };
+        if let Some((s, t)) = &session {
+            if let Some(carried) = self.sessions.carried(s, t, started) {
+                request.facts.latched = request.facts.latched.or(&carried);
+            }
+        }
+        let response = policy.decide(&request);
+        if let Some((s, t)) = &session {
+            self.sessions
+                .record(s, t, &response.latched, Instant::now());
+        }
+        let id = self.next_decision_id();
+        self.metrics
+            .observe(&response, started.elapsed().as_micros() as u64);
+        self.log.record(&id, &request, &response, &self.metrics);
+        Ok((response, id))
+    }
+}

@@ -1,0 +1,136 @@
+//! What every handler shares: the policy store, sessions, metrics, the log, the config.
+
+use super::api_error::ApiError;
+use super::decision_log::DecisionLog;
+use super::limits::Limits;
+use super::loader::{load_dir, LoadReport};
+use super::metrics::Metrics;
+use axum::http::{HeaderMap, StatusCode};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+use toolgate_engine::{PolicyStore, SessionStore};
+
+/// Shared server state.
+pub struct AppState {
+    /// The serving policy set.
+    pub store: PolicyStore,
+    /// Turn-scoped latch state by session.
+    pub sessions: SessionStore,
+    /// Counters and histograms.
+    pub metrics: Metrics,
+    /// The decision log.
+    pub log: DecisionLog,
+    /// Request caps.
+    pub limits: Limits,
+    /// The policy directory.
+    pub dir: PathBuf,
+    /// Bearer token for admin endpoints, if set.
+    pub admin_token: Option<String>,
+    /// Whether the server listens on loopback only.
+    pub loopback: bool,
+    /// The last successful load.
+    pub last_ok: Mutex<Option<LoadReport>>,
+    /// The last load attempt, successful or not.
+    pub last_attempt: Mutex<Option<LoadReport>>,
+    /// Serialises reloads so generations are numbered in order.
+    pub reload_lock: tokio::sync::Mutex<u64>,
+    /// Decision-id counter.
+    pub counter: AtomicU64,
+    /// Per-process prefix for decision ids.
+    pub boot: u64,
+}
+
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+impl AppState {
+    /// A unique id for a decision: process prefix and a counter.
+    pub fn next_decision_id(&self) -> String {
+        let n = self.counter.fetch_add(1, Relaxed);
+        format!("{:012x}-{n:08x}", self.boot & 0xffff_ffff_ffff)
+    }
+
+    /// Checks the admin bearer token; refuses admin calls beyond loopback without one.
+    pub fn admin(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        match &self.admin_token {
+            Some(token) => {
+                let given = headers
+                    .get(axum::http::header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Bearer "))
+                    .unwrap_or("");
+                if constant_time_eq(given.as_bytes(), token.as_bytes()) {
+                    Ok(())
+                } else {
+                    Err(ApiError::forbidden(
+                        StatusCode::UNAUTHORIZED,
+                        "admin endpoint: send `Authorization: Bearer TOKEN`",
+                    ))
+                }
+            }
+            None if self.loopback => Ok(()),
+            None => Err(ApiError::forbidden(
+                StatusCode::FORBIDDEN,
+                "admin endpoints are disabled when listening beyond loopback without --admin-token",
+            )),
+        }
+    }
+
+    /// Recompiles the whole directory and swaps it in only if every file compiles.
+    pub async fn reload(self: Arc<Self>, trigger: &str) -> Result<u64, String> {
+        let mut generation = self.reload_lock.lock().await;
+        let next = *generation + 1;
+        let dir = self.dir.clone();
+        let result = tokio::task::spawn_blocking(move || load_dir(&dir, next))
+            .await
+            .unwrap_or_else(|_| Err("the load task stopped".into()));
+        let report = |ok: bool, error: Option<String>| LoadReport {
+            ok,
+            at_ms: now_ms(),
+            trigger: trigger.to_string(),
+            error,
+        };
+        match result {
+            Ok(set) => {
+                self.store.swap(set);
+                *generation = next;
+                self.metrics.reloads_ok.fetch_add(1, Relaxed);
+                let r = report(true, None);
+                if let Ok(mut g) = self.last_ok.lock() {
+                    *g = Some(r.clone());
+                }
+                if let Ok(mut g) = self.last_attempt.lock() {
+                    *g = Some(r);
+                }
+                eprintln!("toolgate: loaded generation {next} ({trigger})");
+                Ok(next)
+            }
+            Err(diagnostics) => {
+                self.metrics.reloads_failed.fetch_add(1, Relaxed);
+                eprintln!("toolgate: reload ({trigger}) failed; still serving generation {}:\n{diagnostics}", *generation);
+                if let Ok(mut g) = self.last_attempt.lock() {
+                    *g = Some(report(false, Some(diagnostics.clone())));
+                }
+                Err(diagnostics)
+            }
+        }
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Milliseconds since the Unix epoch, for decision ids.
+pub fn boot_stamp() -> u64 {
+    now_ms() as u64
+}
