@@ -59,12 +59,23 @@ impl Policy {
                 })
             }
         };
-        let mut c = Compiler::default();
+        let mut c = Compiler {
+            source: source.clone(),
+            diags: Vec::new(),
+            tool_index: HashMap::new(),
+            tools: Vec::new(),
+            host_index: HashMap::new(),
+            host_lists: Vec::new(),
+        };
         let built = c.policy(&ast);
         let (errors, warnings): (Vec<_>, Vec<_>) =
             c.diags.into_iter().partition(Diagnostic::is_error);
         match built {
-            Some(parts) if errors.is_empty() => Ok(parts.finish(&ast, text, warnings, source)),
+            Some(parts) if errors.is_empty() => {
+                let mut warnings = warnings;
+                warnings.sort_by_key(|d| d.span.start);
+                Ok(parts.finish(&ast, text, warnings, source))
+            }
             _ => {
                 let mut diagnostics = errors;
                 diagnostics.extend(warnings);
@@ -78,8 +89,8 @@ impl Policy {
     }
 }
 
-#[derive(Default)]
 struct Compiler {
+    source: SourceFile,
     diags: Vec<Diagnostic>,
     tool_index: HashMap<String, ToolId>,
     tools: Vec<(String, ToolClass, Span)>,
@@ -141,6 +152,12 @@ impl Parts {
 
 impl Compiler {
     fn error(&mut self, d: Diagnostic) {
+        let d = if d.help.is_none() {
+            let help = fallback_help(&d.message);
+            d.with_help(help)
+        } else {
+            d
+        };
         self.diags.push(d);
     }
 
@@ -329,8 +346,8 @@ impl Compiler {
             )
             .with_label("declared again here")
             .with_help(format!(
-                "first declared at byte {}; merge the two or rename one",
-                first.start
+                "first declared at {}; merge the two or rename one",
+                self.source.line_col(first.start)
             )),
         );
     }
@@ -530,10 +547,13 @@ impl Compiler {
             }
             ExprKind::Predicate(path, pred) => {
                 let vp = self.path(path)?;
-                if vp.root == Root::Args {
-                    cats.args = true;
-                } else {
-                    cats.facts = true;
+                match (
+                    vp.root == Root::Args,
+                    matches!(pred, ast::Predicate::InHosts(_)),
+                ) {
+                    (true, true) => cats.host = true,
+                    (true, false) => cats.args = true,
+                    (false, _) => cats.facts = true,
                 }
                 let test = match pred {
                     ast::Predicate::Compare(op, lit) => {
@@ -549,10 +569,6 @@ impl Compiler {
                         Test::Cmp(*op, l)
                     }
                     ast::Predicate::InHosts(name) => {
-                        if vp.root == Root::Args {
-                            cats.args = false;
-                            cats.host = true;
-                        }
                         match self.host_index.get(&name.name) {
                             Some(id) => Test::InHosts(*id),
                             None => {
@@ -843,6 +859,21 @@ impl Compiler {
                 None
             }
         }
+    }
+}
+
+/// A hint for errors whose site gave none, so every diagnostic tells the author what to do.
+fn fallback_help(message: &str) -> String {
+    if message.contains("has no fields") {
+        "`facts.stage` and `facts.stage_turns` are single values; compare them directly".into()
+    } else if message.contains("given twice") {
+        "give each parameter once".into()
+    } else if message.contains("needs") {
+        format!("the built-ins are {BUILTINS}")
+    } else if message.contains("tool name is empty") {
+        "write a tool name, quoted if it has unusual characters".into()
+    } else {
+        "see docs/language.md for this construct".into()
     }
 }
 

@@ -328,6 +328,11 @@ fn equals(v: Scalar<'_>, lit: &Lit) -> bool {
 }
 
 fn compare(found: Found<'_>, op: CmpOp, lit: &Lit) -> Truth {
+    // `== null` / `!= null` accept any type, objects and arrays included: that is their point.
+    if let Lit::Null = lit {
+        let is_null = matches!(found, Found::Json(Value::Null));
+        return Truth::from_bool(if op == CmpOp::Ne { !is_null } else { is_null });
+    }
     let Some(v) = scalar(found) else {
         return Truth::Unknown(INVALID);
     };
@@ -340,11 +345,6 @@ fn compare(found: Found<'_>, op: CmpOp, lit: &Lit) -> Truth {
             CmpOp::Ge => a >= *b,
             CmpOp::Gt => a > *b,
         }),
-        // `== null` / `!= null` accept any type: that is their whole point.
-        (_, Lit::Null) => {
-            let is_null = matches!(v, Scalar::Null);
-            Truth::from_bool(if op == CmpOp::Ne { !is_null } else { is_null })
-        }
         (Scalar::Str(_), Lit::Str(_)) | (Scalar::Bool(_), Lit::Bool(_)) => {
             let eq = equals(v, lit);
             Truth::from_bool(if op == CmpOp::Ne { !eq } else { eq })

@@ -103,7 +103,7 @@ pub(crate) fn describe(e: &Expr, hosts: &HostLookup<'_>) -> String {
                 .collect::<Vec<_>>()
                 .join(", or ")
         ),
-        ExprKind::Not(inner) => format!("it must not be that {}", describe(inner, hosts)),
+        ExprKind::Not(inner) => format!("this must not hold: ({})", describe(inner, hosts)),
         ExprKind::Predicate(path, pred) => {
             let p = path.display();
             match pred {

@@ -97,7 +97,7 @@ impl Diagnostic {
         let gutter = start.line.to_string().len();
         let pad = " ".repeat(gutter);
         // Caret width: the span's characters on its first line, at least one.
-        let line_start = self.span.start - (start.col - 1).min(self.span.start);
+        let line_start = source.line_start(start.line);
         let span_end_on_line = self
             .span
             .end

@@ -116,7 +116,8 @@ fn syntax_error(text: &str, base: usize, err: &pest::error::Error<Rule>) -> Diag
         for token in attempts.expected_tokens() {
             // Only punctuation: keywords already show up through their rules' names.
             let token = token.to_string();
-            let noise = token.trim().is_empty() || token == "#" || token == "//";
+            let noise =
+                token.trim().is_empty() || matches!(token.as_str(), "#" | "//" | "_" | "-" | "\"");
             let covered = (expected
                 .iter()
                 .any(|e| e.starts_with("a comparison operator"))
@@ -179,6 +180,7 @@ fn found_at(text: &str, pos: usize) -> String {
 }
 
 fn help_for(text: &str, pos: usize, expected: &[String]) -> Option<String> {
+    // Every syntax error carries a hint; the most specific one wins.
     let found = &text.get(pos..).unwrap_or("")[..found_len(text, pos)];
     if pos == 0 || expected.iter().any(|e| e == "`module NAME`") {
         return Some("a policy starts with `module NAME`".into());
@@ -195,6 +197,21 @@ fn help_for(text: &str, pos: usize, expected: &[String]) -> Option<String> {
     if found == "'" {
         return Some("strings use double quotes".into());
     }
+    let line_rest = text.get(pos..).unwrap_or("").lines().next().unwrap_or("");
+    if found == "\"" && line_rest[1..].find('"').is_none() {
+        return Some("this string is not closed: add `\"` before the end of the line".into());
+    }
+    if found.is_empty() {
+        return Some(
+            "the file ends inside a declaration: finish it, and close any `{` with `}`".into(),
+        );
+    }
+    if expected.iter().any(|e| e == "a whole number") {
+        return Some("write a whole number, e.g. `max_turns 2`".into());
+    }
+    if expected.iter().any(|e| e == "`allow` or `deny`") {
+        return Some("write `on_missing allow` or `on_missing deny`".into());
+    }
     if expected
         .iter()
         .any(|e| e == "a condition" || e == "an `args.` or `facts.` path")
@@ -203,12 +220,15 @@ fn help_for(text: &str, pos: usize, expected: &[String]) -> Option<String> {
             "a condition is a test on `args.PATH` or `facts.PATH`, a built-in such as `field_filled(phone)`, or `true`/`false`".into(),
         );
     }
+    if expected.iter().any(|e| e == "`}`") {
+        return Some("close the block with `}`".into());
+    }
     if expected.iter().any(|e| e.contains("`stage`")) {
         return Some(
             "declarations are `write|ingest|read TOOLS`, `stage`, `latch`, `hosts` and `rule` blocks".into(),
         );
     }
-    None
+    Some("see docs/language.md for the syntax of this declaration".into())
 }
 
 /// Walks pest pairs into the AST, collecting non-syntax errors (bad escapes, duplicate entries).
@@ -791,7 +811,10 @@ impl Builder {
                     Ok(i) => segments.push(PathSegment::Index(i)),
                     Err(_) => {
                         let s = self.span(&part);
-                        self.errors.push(Diagnostic::error(s, "index is too large"));
+                        self.errors.push(
+                            Diagnostic::error(s, "index is too large")
+                                .with_help("array indexes are whole numbers below 2^64"),
+                        );
                     }
                 },
                 _ => {}

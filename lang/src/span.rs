@@ -96,6 +96,14 @@ impl SourceFile {
         self.text[start..end.max(start)].trim_end_matches('\r')
     }
 
+    /// The byte offset where a one-based line starts (the text's end past the last line).
+    pub fn line_start(&self, line: usize) -> usize {
+        self.line_starts
+            .get(line.saturating_sub(1))
+            .copied()
+            .unwrap_or(self.text.len())
+    }
+
     fn clamp(&self, offset: usize) -> usize {
         let mut offset = offset.min(self.text.len());
         while !self.text.is_char_boundary(offset) {

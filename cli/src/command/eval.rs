@@ -34,8 +34,15 @@ pub fn run(args: &Args) -> ExitCode {
 
 fn eval(args: &Args) -> Result<String, String> {
     let text = read_input(&args.policy).map_err(|e| format!("error: {e}"))?;
-    let policy = Policy::compile(display_name(&args.policy), &text)
-        .map_err(|e| format!("error: policy does not compile\n{}", e.render()))?;
+    let policy = Policy::compile(display_name(&args.policy), &text).map_err(|e| {
+        // One paragraph: the diagnostics back to back, no blank lines between them.
+        let rendered: String = e
+            .diagnostics
+            .iter()
+            .map(|d| d.render(&e.source_file))
+            .collect();
+        format!("error: policy does not compile\n{}", rendered.trim_end())
+    })?;
     let input = read_input(&args.input).map_err(|e| format!("error: {e}"))?;
     let request = Request::from_json(&input).map_err(|e| {
         format!(

@@ -1,0 +1,399 @@
+//! Tests of the real `toolgate` binary: `check` and `eval`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::{json, Value};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use toolgate_tests::{example_path, scenarios, EXAMPLES, MIN_SCENARIOS};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_toolgate"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().unwrap()
+}
+
+fn run_stdin(args: &[&str], input: &str) -> Output {
+    let mut child = bin()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The child may exit before reading everything; a broken pipe is fine.
+    let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A scratch file for this test binary, named after the calling test.
+fn scratch(name: &str, contents: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("toolgate-cli-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+fn golden_dir() -> PathBuf {
+    toolgate_tests::repo_root().join("tests").join("golden")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Asserts the binary did not panic and wrote a single paragraph to stderr.
+fn assert_clean_failure(out: &Output, code: i32, mentions: &[&str]) {
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "exit status; stderr:\n{stderr}\nstdout:\n{}",
+        text(&out.stdout)
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("RUST_BACKTRACE"), "{stderr}");
+    let trimmed = stderr.trim();
+    assert!(!trimmed.is_empty(), "no message on stderr");
+    assert!(
+        !trimmed.contains("\n\n"),
+        "the error is one paragraph:\n{stderr}"
+    );
+    for m in mentions {
+        assert!(
+            stderr.contains(m),
+            "stderr does not mention `{m}`:\n{stderr}"
+        );
+    }
+}
+
+// ---- eval: the shared scenarios ----------------------------------------------------------
+
+#[test]
+fn every_scenario_is_decided_as_expected_through_toolgate_eval() {
+    let all = scenarios();
+    assert!(all.len() >= MIN_SCENARIOS, "found {} scenarios", all.len());
+    let mut failures = Vec::new();
+    for sc in &all {
+        let stem = sc.path.file_stem().unwrap().to_string_lossy().into_owned();
+        let input = scratch(
+            &format!("scenario-{stem}.request.json"),
+            &sc.request().to_string(),
+        );
+        let policy = example_path(&sc.policy);
+        let out = run(&["eval", "--policy", s(&policy), "--input", s(&input)]);
+        if out.status.code() != Some(0) {
+            failures.push(format!(
+                "{}: exit {:?}: {}",
+                sc.path.display(),
+                out.status.code(),
+                text(&out.stderr)
+            ));
+            continue;
+        }
+        let response: Value = match serde_json::from_slice(&out.stdout) {
+            Ok(v) => v,
+            Err(e) => {
+                failures.push(format!("{}: stdout is not JSON: {e}", sc.path.display()));
+                continue;
+            }
+        };
+        assert_eq!(response["policy"], json!(sc.policy));
+        if let Err(e) = sc.check(&response) {
+            failures.push(e);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} scenarios failed through the binary:\n{}",
+        failures.len(),
+        all.len(),
+        failures.join("\n\n")
+    );
+}
+
+#[test]
+fn eval_reads_standard_input_and_exits_0_on_denials() {
+    let policy = example_path("coach");
+    let req = json!({"facts": {"stage": "coach"}, "calls": [
+        {"id": "c1", "tool": "grade_attempt", "args": {}},
+        {"id": "c2", "tool": "search_aws_docs", "args": {}},
+        {"id": "c3", "tool": "nope", "args": {}},
+    ]});
+    let out = run_stdin(
+        &["eval", "--policy", s(&policy), "--input", "-"],
+        &req.to_string(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["policy"], json!("coach"));
+    assert!(v["revision"].as_str().is_some_and(|r| !r.is_empty()));
+    assert_eq!(v["latched"], json!(true));
+    let d = v["decisions"].as_array().unwrap();
+    assert_eq!(d.len(), 3);
+    assert_eq!(d[0]["kind"], json!("latch"));
+    assert_eq!(d[1]["allow"], json!(true));
+    assert_eq!(d[2]["kind"], json!("unclassified"));
+}
+
+#[test]
+fn eval_reports_fail_open_in_its_json() {
+    let policy = example_path("messenger_payments");
+    let input = scratch(
+        "fail-open.json",
+        &json!({"facts": {"stage": "chat"}, "calls": [{"id": "c1", "tool": "confirm_payment", "args": {}}]})
+            .to_string(),
+    );
+    let out = run(&["eval", "--policy", s(&policy), "--input", s(&input)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["decisions"][0]["allow"], json!(true));
+    assert_eq!(v["decisions"][0]["fail_open"], json!(true));
+}
+
+#[test]
+fn eval_runs_the_sample_request_next_to_each_example() {
+    for name in EXAMPLES {
+        let policy = example_path(name);
+        let input = policy.with_extension("request.json");
+        let out = run(&["eval", "--policy", s(&policy), "--input", s(&input)]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["policy"], json!(name));
+    }
+}
+
+// ---- eval: malformed input exits 2 with one paragraph ------------------------------------
+
+fn eval_coach_with(name: &str, request: &str) -> Output {
+    let input = scratch(name, request);
+    run(&[
+        "eval",
+        "--policy",
+        s(&example_path("coach")),
+        "--input",
+        s(&input),
+    ])
+}
+
+#[test]
+fn eval_rejects_bad_json() {
+    let out = eval_coach_with("bad.json", "{\"facts\": {}, \"calls\": [\n");
+    assert_clean_failure(&out, 2, &["bad.json"]);
+    assert!(out.stdout.is_empty(), "nothing on stdout");
+    let out = eval_coach_with("empty.json", "");
+    assert_clean_failure(&out, 2, &["empty.json"]);
+}
+
+#[test]
+fn eval_rejects_messages_of_the_wrong_type() {
+    let out = eval_coach_with(
+        "messages5.json",
+        r#"{"facts": {"messages": 5}, "calls": []}"#,
+    );
+    assert_clean_failure(&out, 2, &["facts.messages", "messages5.json"]);
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn eval_rejects_missing_calls() {
+    let out = eval_coach_with("nocalls.json", r#"{"facts": {"stage": "coach"}}"#);
+    assert_clean_failure(&out, 2, &["calls"]);
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn eval_rejects_other_schema_errors_naming_the_field() {
+    for (name, req, path) in [
+        (
+            "from.json",
+            r#"{"facts": {"messages": [{"from": "client"}, {"from": 1}]}, "calls": []}"#,
+            "facts.messages[1].from",
+        ),
+        (
+            "ok.json",
+            r#"{"facts": {"called": [{"tool": "x", "ok": "yes"}]}, "calls": []}"#,
+            "facts.called[0].ok",
+        ),
+        (
+            "latched.json",
+            r#"{"facts": {"latched": "no"}, "calls": []}"#,
+            "facts.latched",
+        ),
+        (
+            "turns.json",
+            r#"{"facts": {"stage_turns": -2}, "calls": []}"#,
+            "facts.stage_turns",
+        ),
+        (
+            "args.json",
+            r#"{"calls": [{"id": "c1", "tool": "t", "args": "{}"}]}"#,
+            "calls[0].args",
+        ),
+        ("extra.json", r#"{"calls": [], "expect": {}}"#, "expect"),
+        ("array.json", "[]", "error"),
+        (
+            "wrongpolicy.json",
+            r#"{"policy": "motor_claims", "calls": []}"#,
+            "motor_claims",
+        ),
+    ] {
+        let out = eval_coach_with(name, req);
+        assert_clean_failure(&out, 2, &[path]);
+    }
+}
+
+#[test]
+fn eval_rejects_a_broken_policy() {
+    let request = scratch("ok.request.json", r#"{"facts": {}, "calls": []}"#);
+    let policy = golden_dir().join("duplicate_class.gate");
+    let out = run(&["eval", "--policy", s(&policy), "--input", s(&request)]);
+    assert_clean_failure(&out, 2, &["duplicate_class.gate:3:12", "classified twice"]);
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn eval_rejects_a_policy_with_several_errors_in_one_paragraph() {
+    let request = scratch("ok3.request.json", r#"{"facts": {}, "calls": []}"#);
+    let policy = golden_dir().join("multi_error.gate");
+    let out = run(&["eval", "--policy", s(&policy), "--input", s(&request)]);
+    assert_clean_failure(&out, 2, &["multi_error.gate:7:13"]);
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn eval_rejects_missing_files() {
+    let request = scratch("ok2.request.json", r#"{"facts": {}, "calls": []}"#);
+    let out = run(&[
+        "eval",
+        "--policy",
+        "/nonexistent/p.gate",
+        "--input",
+        s(&request),
+    ]);
+    assert_clean_failure(&out, 2, &["/nonexistent/p.gate"]);
+    let out = run(&[
+        "eval",
+        "--policy",
+        s(&example_path("coach")),
+        "--input",
+        "/nonexistent/r.json",
+    ]);
+    assert_clean_failure(&out, 2, &["/nonexistent/r.json"]);
+}
+
+// ---- check -------------------------------------------------------------------------------
+
+#[test]
+fn check_passes_every_example() {
+    for name in EXAMPLES {
+        let out = run(&["check", s(&example_path(name))]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        assert!(
+            !text(&out.stderr).contains("error"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    let all: Vec<PathBuf> = EXAMPLES.iter().map(|n| example_path(n)).collect();
+    let args: Vec<&str> = std::iter::once("check")
+        .chain(all.iter().map(|p| s(p)))
+        .collect();
+    assert_eq!(run(&args).status.code(), Some(0));
+}
+
+#[test]
+fn check_fails_on_every_broken_golden_policy() {
+    let mut n = 0;
+    for entry in std::fs::read_dir(golden_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|x| x != "gate") {
+            continue;
+        }
+        n += 1;
+        let out = run(&["check", s(&path)]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{}: {stderr}", path.display());
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        // `file:line:col: error: ...` with the file as given on the command line.
+        let needle = format!("{}:", s(&path));
+        let first = stderr
+            .lines()
+            .find(|l| l.contains(": error: "))
+            .unwrap_or_else(|| panic!("no error line for {}: {stderr}", path.display()));
+        assert!(first.starts_with(&needle), "{first}");
+        assert!(stderr.contains('^'), "a caret: {stderr}");
+    }
+    assert!(n >= 12, "found {n} golden policies");
+}
+
+#[test]
+fn check_exits_1_when_any_of_several_files_is_broken() {
+    let good = example_path("coach");
+    let bad = golden_dir().join("missing_brace.gate");
+    let out = run(&["check", s(&good), s(&bad)]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = run(&["check", s(&bad), s(&good)]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn check_reports_several_syntax_errors_at_once() {
+    let path = golden_dir().join("multi_error.gate");
+    let out = run(&["check", s(&path)]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    let errors = stderr.lines().filter(|l| l.contains(": error: ")).count();
+    assert!(errors >= 2, "{stderr}");
+}
+
+#[test]
+fn check_warns_but_passes_on_suspicious_policies() {
+    let path = scratch(
+        "warnings.gate",
+        "module w\nwrite pay, orphan\nread look\nstage s { tools [pay, look, ghost] }\nhosts empty { allow [] }\nrule media for pay { require client_sent_media(within: 90, kinds: [image]) }\nrule r for missing_tool { require args.x == 1 }\n",
+    );
+    let out = run(&["check", s(&path)]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "warnings do not fail: {stderr}");
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains(": warning: "))
+        .collect();
+    let has = |words: &[&str]| {
+        warnings
+            .iter()
+            .any(|w| words.iter().all(|word| w.contains(word)))
+    };
+    // The five warnings the spec lists.
+    assert!(has(&["ghost", "never classified"]), "{stderr}");
+    assert!(has(&["orphan", "no stage"]), "{stderr}");
+    assert!(has(&["90", "50"]), "{stderr}");
+    assert!(has(&["empty", "no entries"]), "{stderr}");
+    assert!(has(&["missing_tool"]), "{stderr}");
+    for w in &warnings {
+        assert!(w.starts_with(&format!("{}:", s(&path))), "{w}");
+    }
+}
+
+#[test]
+fn check_with_a_missing_file_fails_without_panicking() {
+    let out = run(&["check", "/nonexistent/policy.gate"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("/nonexistent/policy.gate"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

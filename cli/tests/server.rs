@@ -1,0 +1,476 @@
+//! End-to-end tests of `toolgate serve`: the real binary on an ephemeral loopback port.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const POLICY_A: &str = "module gate\nwrite send\nread look\nstage main { tools [look, send] }\n";
+const POLICY_B: &str = "module gate\nwrite send\nread look\nstage main { tools [look] }\n";
+const BROKEN: &str = "module gate\nwrite send\nstage main { tools [look\n";
+
+struct Server {
+    child: Child,
+    addr: String,
+    dir: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("toolgate-srv-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn start(tag: &str, files: &[(&str, &str)], extra: &[&str]) -> Server {
+    let dir = temp_dir(tag);
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("serve")
+        .arg(&dir)
+        .args(["--addr", "127.0.0.1:0", "--log", "off"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("server exited before listening")
+            .unwrap();
+        if let Some(rest) = line.strip_prefix("toolgate: listening on http://") {
+            break rest.trim().to_string();
+        }
+    };
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, addr, dir }
+}
+
+/// A minimal HTTP/1.1 client: one request per connection.
+fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\nContent-Type: application/json\r\n", body.len());
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let _ = s.write_all(body);
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let status: u16 = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    (status, body)
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = &rest[n + 2..];
+    }
+    out
+}
+
+fn post_json(addr: &str, path: &str, v: &Value) -> (u16, Value) {
+    let (status, body) = http(addr, "POST", path, &[], v.to_string().as_bytes());
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+fn get_json(addr: &str, path: &str) -> (u16, Value) {
+    let (status, body) = http(addr, "GET", path, &[], b"");
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+fn batch(tool: &str) -> Value {
+    json!({"facts": {"stage": "main"}, "calls": [{"id": "c1", "tool": tool, "args": {}}]})
+}
+
+fn coach_source() -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../stdlib-rules/examples/coach.gate"),
+    )
+    .unwrap()
+}
+
+#[test]
+fn every_endpoint_and_error_status() {
+    let s = start(
+        "endpoints",
+        &[("gate.gate", POLICY_A)],
+        &["--max-calls", "4"],
+    );
+    let a = &s.addr;
+    assert_eq!(get_json(a, "/health").0, 200);
+
+    let (st, v) = post_json(a, "/v1/decide", &batch("send"));
+    assert_eq!(st, 200);
+    assert_eq!(v["decisions"][0]["allow"], true);
+    assert_eq!(v["policy"], "gate");
+    assert!(v["decision_id"].as_str().is_some_and(|s| !s.is_empty()));
+
+    let (st, v) = post_json(a, "/v1/data/gate/decide", &json!({"input": batch("nope")}));
+    assert_eq!(st, 200);
+    assert_eq!(v["result"]["decisions"][0]["kind"], "unclassified");
+    assert!(v["decision_id"].is_string());
+
+    // Malformed JSON: 400 with a location.
+    let (st, body) = http(a, "POST", "/v1/decide", &[], b"{\"calls\": [");
+    assert_eq!(st, 400, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["error"]["code"], "json");
+    assert!(v["error"]["location"].as_str().unwrap().contains("line 1"));
+
+    // Schema: names the field.
+    let (st, v) = post_json(
+        a,
+        "/v1/decide",
+        &json!({"facts": {"messages": 5}, "calls": []}),
+    );
+    assert_eq!(st, 400);
+    assert_eq!(v["error"]["location"], "facts.messages");
+
+    // Unknown module, unknown route.
+    assert_eq!(
+        post_json(a, "/v1/data/other/decide", &json!({"input": batch("send")})).0,
+        404
+    );
+    assert_eq!(
+        post_json(a, "/v1/decide", &json!({"policy": "other", "calls": []})).0,
+        404
+    );
+    assert_eq!(get_json(a, "/v1/nothing").0, 404);
+
+    // Over the caps: body size, nesting depth, calls per batch.
+    let big = vec![b' '; (1 << 20) + 10];
+    assert_eq!(http(a, "POST", "/v1/decide", &[], &big).0, 413);
+    let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
+    assert_eq!(http(a, "POST", "/v1/decide", &[], deep.as_bytes()).0, 413);
+    let calls: Vec<Value> = (0..5)
+        .map(|i| json!({"id": format!("c{i}"), "tool": "look"}))
+        .collect();
+    let (st, v) = post_json(
+        a,
+        "/v1/decide",
+        &json!({"facts": {"stage": "main"}, "calls": calls}),
+    );
+    assert_eq!(st, 413);
+    assert_eq!(v["error"]["location"], "calls");
+
+    // Check: compiles a body, loads nothing.
+    let (st, body) = http(a, "POST", "/v1/check", &[], b"module x\nread a\nread a\n");
+    assert_eq!(st, 200);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["ok"], false);
+    let errors: Vec<&Value> = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["severity"] == "error")
+        .collect();
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0]["line"], 3);
+    assert!(errors[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("classified twice"));
+    let (_, body) = http(a, "POST", "/v1/check", &[], coach_source().as_bytes());
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["ok"], true);
+
+    let (st, v) = get_json(a, "/v1/policies");
+    assert_eq!(st, 200);
+    assert_eq!(v["policies"][0]["module"], "gate");
+    assert!(v["policies"][0]["source"]
+        .as_str()
+        .unwrap()
+        .ends_with("gate.gate"));
+
+    let (st, metrics) = http(a, "GET", "/metrics", &[], b"");
+    assert_eq!(st, 200);
+    assert!(
+        metrics.contains("toolgate_decisions_total{allow=\"true\",kind=\"\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("toolgate_decisions_total{allow=\"false\",kind=\"unclassified\"} 1"));
+    assert!(metrics.contains("toolgate_decide_seconds_count 2"));
+    assert!(metrics.contains("toolgate_reloads_ok_total 1"));
+}
+
+#[test]
+fn several_policies_need_a_name_and_health_waits_for_a_policy() {
+    let s = start(
+        "two",
+        &[
+            ("a.gate", POLICY_A),
+            (
+                "b.gate",
+                "module other\nread look\nstage main { tools [look] }\n",
+            ),
+        ],
+        &[],
+    );
+    let (st, v) = post_json(&s.addr, "/v1/decide", &batch("look"));
+    assert_eq!(st, 400);
+    assert_eq!(v["error"]["location"], "policy");
+    let mut req = batch("send");
+    req["policy"] = json!("other");
+    let (st, v) = post_json(&s.addr, "/v1/decide", &req);
+    assert_eq!(st, 200);
+    assert_eq!(v["decisions"][0]["kind"], "unclassified");
+
+    let empty = start("empty", &[("broken.gate", BROKEN)], &[]);
+    assert_eq!(get_json(&empty.addr, "/health").0, 503);
+    std::fs::write(empty.dir.join("broken.gate"), POLICY_A).unwrap();
+    assert_eq!(http(&empty.addr, "POST", "/v1/reload", &[], b"").0, 200);
+    assert_eq!(get_json(&empty.addr, "/health").0, 200);
+}
+
+#[test]
+fn session_latch_carries_within_a_turn_and_resets_on_the_next() {
+    let s = start("session", &[("coach.gate", &coach_source())], &[]);
+    let call = |tool: &str, turn: &str| {
+        json!({"session": "s1", "turn": turn, "facts": {"stage": "coach"},
+               "calls": [{"id": "c", "tool": tool, "args": {"q": "x"}}]})
+    };
+    let (_, v) = post_json(&s.addr, "/v1/decide", &call("search_aws_docs", "t1"));
+    assert_eq!(v["latched"], true);
+    // Second batch of the same turn, no `latched` passed: the server carries it.
+    let (_, v) = post_json(&s.addr, "/v1/decide", &call("update_memory", "t1"));
+    assert_eq!(v["decisions"][0]["kind"], "latch");
+    assert_eq!(v["latched"], true);
+    // New user turn: the latch is gone.
+    let (_, v) = post_json(&s.addr, "/v1/decide", &call("update_memory", "t2"));
+    assert_eq!(v["decisions"][0]["allow"], true);
+    assert_eq!(v["latched"], false);
+    // Stateless use is unchanged: no session, latched passed in.
+    let (_, v) = post_json(
+        &s.addr,
+        "/v1/decide",
+        &json!({"facts": {"stage": "coach", "latched": true}, "calls": [{"id": "c", "tool": "update_memory"}]}),
+    );
+    assert_eq!(v["decisions"][0]["kind"], "latch");
+    // Half a session key is a client error.
+    let (st, v) = post_json(
+        &s.addr,
+        "/v1/decide",
+        &json!({"session": "s1", "calls": []}),
+    );
+    assert_eq!(st, 400);
+    assert_eq!(v["error"]["location"], "turn");
+}
+
+#[test]
+fn reload_success_and_failure_keep_serving() {
+    let s = start("reload", &[("gate.gate", POLICY_A)], &["--poll-ms", "0"]);
+    let rev_a = post_json(&s.addr, "/v1/decide", &batch("send")).1["revision"].clone();
+    std::fs::write(s.dir.join("gate.gate"), BROKEN).unwrap();
+    let (st, body) = http(&s.addr, "POST", "/v1/reload", &[], b"");
+    assert_eq!(st, 422, "{body}");
+    assert!(body.contains("gate.gate:3:"), "{body}");
+    let (_, v) = post_json(&s.addr, "/v1/decide", &batch("send"));
+    assert_eq!(v["revision"], rev_a, "a failed reload swaps nothing");
+    assert_eq!(v["decisions"][0]["allow"], true);
+    let (_, p) = get_json(&s.addr, "/v1/policies");
+    assert_eq!(p["last_reload"]["ok"], false);
+
+    std::fs::write(s.dir.join("gate.gate"), POLICY_B).unwrap();
+    assert_eq!(http(&s.addr, "POST", "/v1/reload", &[], b"").0, 200);
+    let (_, v) = post_json(&s.addr, "/v1/decide", &batch("send"));
+    assert_ne!(v["revision"], rev_a);
+    assert_eq!(v["decisions"][0]["kind"], "stage");
+    let (_, metrics) = http(&s.addr, "GET", "/metrics", &[], b"");
+    assert!(
+        metrics.contains("toolgate_reloads_failed_total 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn admin_endpoints_require_the_token_when_set() {
+    let s = start(
+        "admin",
+        &[("gate.gate", POLICY_A)],
+        &["--admin-token", "s3cret"],
+    );
+    assert_eq!(http(&s.addr, "POST", "/v1/reload", &[], b"").0, 401);
+    assert_eq!(
+        http(
+            &s.addr,
+            "POST",
+            "/v1/reload",
+            &[("Authorization", "Bearer wrong")],
+            b""
+        )
+        .0,
+        401
+    );
+    assert_eq!(
+        http(
+            &s.addr,
+            "POST",
+            "/v1/reload",
+            &[("Authorization", "Bearer s3cret")],
+            b""
+        )
+        .0,
+        200
+    );
+    assert_eq!(http(&s.addr, "POST", "/v1/check", &[], b"module x").0, 401);
+    // Decisions never need the token.
+    assert_eq!(post_json(&s.addr, "/v1/decide", &batch("send")).0, 200);
+}
+
+#[test]
+fn hot_swap_under_load_drops_nothing_and_mixes_no_revisions() {
+    let s = start("swap", &[("gate.gate", POLICY_A)], &["--poll-ms", "20"]);
+    let addr = s.addr.clone();
+    let rev = |src: &str| {
+        // The revision the server reports is the policy's content hash; learn it via /v1/check.
+        let (_, body) = http(&addr, "POST", "/v1/check", &[], src.as_bytes());
+        serde_json::from_str::<Value>(&body).unwrap()["revision"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (rev_a, rev_b) = (rev(POLICY_A), rev(POLICY_B));
+    let stop = Arc::new(AtomicBool::new(false));
+    let client = {
+        let stop = stop.clone();
+        let addr = addr.clone();
+        let (rev_a, rev_b) = (rev_a.clone(), rev_b.clone());
+        std::thread::spawn(move || {
+            let mut seen = (0, 0);
+            while !stop.load(Ordering::Relaxed) {
+                let (st, v) = post_json(&addr, "/v1/decide", &batch("send"));
+                assert_eq!(st, 200, "a request failed during a swap: {v}");
+                let allow = v["decisions"][0]["allow"].as_bool().unwrap();
+                let r = v["revision"].as_str().unwrap();
+                if r == rev_a {
+                    assert!(allow, "revision A allows send");
+                    seen.0 += 1;
+                } else if r == rev_b {
+                    assert!(!allow, "revision B denies send");
+                    assert_eq!(v["decisions"][0]["kind"], "stage");
+                    seen.1 += 1;
+                } else {
+                    panic!("unknown revision {r}");
+                }
+            }
+            seen
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for i in 0..30 {
+        if Instant::now() > deadline {
+            break;
+        }
+        let text = match i % 3 {
+            0 => POLICY_B,
+            1 => BROKEN,
+            _ => POLICY_A,
+        };
+        std::fs::write(s.dir.join("gate.gate"), text).unwrap();
+        if i % 2 == 0 {
+            let _ = http(&addr, "POST", "/v1/reload", &[], b"");
+        } else {
+            std::thread::sleep(Duration::from_millis(60));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    stop.store(true, Ordering::Relaxed);
+    let (a, b) = client.join().expect("client thread failed");
+    assert!(a > 0 && b > 0, "both revisions served: {a} A, {b} B");
+}
+
+#[test]
+fn shutdown_flushes_the_decision_log() {
+    let dir = temp_dir("log");
+    std::fs::write(dir.join("gate.gate"), POLICY_A).unwrap();
+    let log = dir.join("decisions.jsonl");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("serve")
+        .arg(&dir)
+        .args(["--addr", "127.0.0.1:0", "--log", "denials", "--log-file"])
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().unwrap().unwrap();
+        if let Some(rest) = line.strip_prefix("toolgate: listening on http://") {
+            break rest.to_string();
+        }
+    };
+    for i in 0..20 {
+        let tool = if i % 2 == 0 { "send" } else { "unknown_tool" };
+        let mut req = batch(tool);
+        req["calls"][0]["args"] = json!({"secret": "do-not-log"});
+        assert_eq!(post_json(&addr, "/v1/decide", &req).0, 200);
+    }
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = child.wait().unwrap();
+    assert!(exit.success(), "{exit:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let entries: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(entries.len(), 10, "only the 10 denials are logged");
+    assert!(entries
+        .iter()
+        .all(|e| e["decisions"][0]["kind"] == "unclassified"));
+    assert!(
+        !text.contains("do-not-log"),
+        "arguments are not logged by default"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

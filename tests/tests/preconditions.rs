@@ -1,0 +1,399 @@
+//! The built-in fact preconditions, their fail-open behaviour, and the window clamp.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::{json, Value};
+use toolgate_engine::{DenyKind, Policy, Severity};
+use toolgate_tests::{
+    assert_allowed, assert_denied_by, compile, decide, decide_one, example_policy,
+};
+
+fn messenger() -> Policy {
+    example_policy("messenger_payments")
+}
+
+fn msg(from: &str, media: &[&str]) -> Value {
+    json!({"from": from, "media": media})
+}
+
+fn chat(extra: Value) -> Value {
+    let mut facts = json!({"stage": "chat"});
+    for (k, v) in extra.as_object().unwrap() {
+        facts[k] = v.clone();
+    }
+    facts
+}
+
+/// Judges `tool` in the messenger policy; asserts the precondition decides as `allow`.
+fn messenger_allows(tool: &str, facts: Value) -> bool {
+    let d = decide_one(&messenger(), chat(facts), tool, json!({}));
+    if d.allow {
+        assert_allowed(&d);
+    } else {
+        assert_eq!(d.kind, Some(DenyKind::Precondition), "{d:?}");
+    }
+    d.allow
+}
+
+// ---- client_sent_media -------------------------------------------------------------------
+
+#[test]
+fn media_in_the_last_n_client_messages_passes() {
+    let mut ms = vec![msg("client", &["image"])];
+    ms.extend((0..9).map(|_| msg("client", &[])));
+    // The image is the 10th most recent client message: inside a window of 10.
+    assert!(messenger_allows("confirm_payment", json!({"messages": ms})));
+    ms.push(msg("client", &[]));
+    // Now it is the 11th: outside.
+    assert!(!messenger_allows(
+        "confirm_payment",
+        json!({"messages": ms})
+    ));
+}
+
+#[test]
+fn rows_by_others_do_not_count_toward_the_window() {
+    let mut ms = vec![msg("client", &["document"])];
+    ms.extend((0..30).map(|_| msg("assistant", &[])));
+    ms.extend((0..9).map(|_| msg("client", &[])));
+    ms.extend((0..30).map(|_| msg("system", &[])));
+    assert!(messenger_allows("confirm_payment", json!({"messages": ms})));
+}
+
+#[test]
+fn media_sent_by_others_does_not_count() {
+    let ms = vec![
+        msg("assistant", &["image"]),
+        msg("owner", &["document"]),
+        msg("Client", &["image"]),
+        msg("client", &[]),
+    ];
+    assert!(!messenger_allows(
+        "confirm_payment",
+        json!({"messages": ms})
+    ));
+}
+
+#[test]
+fn media_kinds_are_case_sensitive_and_filtered() {
+    for (kinds, want) in [
+        (vec!["image"], true),
+        (vec!["document"], true),
+        (vec!["video", "document"], true),
+        (vec!["Image"], false),
+        (vec!["IMAGE", "Document"], false),
+        (vec!["video"], false),
+        (vec!["audio", "sticker"], false),
+    ] {
+        let ms = vec![msg("client", &kinds), msg("assistant", &[])];
+        assert_eq!(
+            messenger_allows("confirm_payment", json!({"messages": ms})),
+            want,
+            "{kinds:?}"
+        );
+    }
+}
+
+#[test]
+fn an_empty_conversation_is_present_and_fails() {
+    let d = decide_one(
+        &messenger(),
+        chat(json!({"messages": []})),
+        "confirm_payment",
+        json!({}),
+    );
+    assert_denied_by(&d, DenyKind::Precondition, "receipt_received");
+}
+
+#[test]
+fn absent_messages_fail_open() {
+    for facts in [json!({}), json!({"messages": null})] {
+        let d = decide_one(&messenger(), chat(facts), "confirm_payment", json!({}));
+        assert_allowed(&d);
+        assert!(d.fail_open, "{d:?}");
+    }
+}
+
+// ---- field_filled ------------------------------------------------------------------------
+
+#[test]
+fn field_filled_needs_a_non_empty_string_or_a_non_null_value() {
+    for (phone, want) in [
+        (json!("+44 7700 900123"), true),
+        (json!("0"), true),
+        (json!(7700900123u64), true),
+        (json!(0), true),
+        (json!(false), true),
+        (json!({"cc": "44"}), true),
+        (json!(""), false),
+        (json!(" "), false),
+        (json!("\t\n  "), false),
+        (json!(null), false),
+    ] {
+        assert_eq!(
+            messenger_allows("issue_invoice", json!({"fields": {"phone": phone}})),
+            want,
+            "phone = {phone}"
+        );
+    }
+}
+
+#[test]
+fn field_filled_with_the_field_missing_fails() {
+    assert!(!messenger_allows("issue_invoice", json!({"fields": {}})));
+    assert!(!messenger_allows(
+        "issue_invoice",
+        json!({"fields": {"Phone": "123", "email": "a@b.c"}})
+    ));
+}
+
+#[test]
+fn field_filled_fails_open_without_fields() {
+    let d = decide_one(
+        &messenger(),
+        chat(json!({"messages": []})),
+        "issue_invoice",
+        json!({}),
+    );
+    assert_allowed(&d);
+    assert!(d.fail_open);
+}
+
+// ---- called_before -----------------------------------------------------------------------
+
+#[test]
+fn called_before_needs_an_ok_call_of_that_tool() {
+    for (called, want) in [
+        (json!([{"tool": "verify_identity", "ok": true}]), true),
+        (
+            json!([{"tool": "verify_identity", "ok": false}, {"tool": "verify_identity", "ok": true}]),
+            true,
+        ),
+        (json!([{"tool": "verify_identity", "ok": false}]), false),
+        (json!([{"tool": "verify_identity"}]), false),
+        (json!([{"tool": "lookup_lead", "ok": true}]), false),
+        (json!([{"tool": "Verify_Identity", "ok": true}]), false),
+        (json!([]), false),
+    ] {
+        assert_eq!(
+            messenger_allows("modify_booking", json!({"called": called})),
+            want,
+            "called = {called}"
+        );
+    }
+}
+
+#[test]
+fn a_call_earlier_in_the_same_batch_does_not_count() {
+    let r = decide(
+        &messenger(),
+        json!({"facts": {"stage": "chat", "called": []}, "calls": [
+            {"id": "v", "tool": "verify_identity", "args": {}},
+            {"id": "m", "tool": "modify_booking", "args": {}},
+        ]}),
+    );
+    assert_allowed(&r.decisions[0]);
+    assert_denied_by(&r.decisions[1], DenyKind::Precondition, "identity_verified");
+}
+
+#[test]
+fn called_before_fails_open_without_called() {
+    let d = decide_one(
+        &messenger(),
+        chat(json!({"fields": {}})),
+        "modify_booking",
+        json!({}),
+    );
+    assert_allowed(&d);
+    assert!(d.fail_open);
+}
+
+// ---- min_client_messages -----------------------------------------------------------------
+
+#[test]
+fn min_client_messages_counts_client_rows_only() {
+    assert!(messenger_allows(
+        "book_slot",
+        json!({"messages": [msg("client", &[]), msg("client", &[])]})
+    ));
+    assert!(messenger_allows(
+        "book_slot",
+        json!({"messages": [msg("client", &[]), msg("assistant", &[]), msg("client", &[])]})
+    ));
+    assert!(!messenger_allows(
+        "book_slot",
+        json!({"messages": [msg("client", &[]), msg("assistant", &[]), msg("assistant", &[])]})
+    ));
+    assert!(!messenger_allows("book_slot", json!({"messages": []})));
+}
+
+#[test]
+fn min_client_messages_fails_open_without_messages() {
+    let d = decide_one(&messenger(), chat(json!({})), "book_slot", json!({}));
+    assert_allowed(&d);
+    assert!(d.fail_open);
+}
+
+// ---- fail-open bookkeeping and on_missing ------------------------------------------------
+
+#[test]
+fn fail_open_is_reported_only_on_the_decisions_it_applied_to() {
+    let r = decide(
+        &messenger(),
+        json!({"facts": {"stage": "chat", "fields": {"phone": "1"}}, "calls": [
+            {"id": "a", "tool": "issue_invoice"},
+            {"id": "b", "tool": "confirm_payment"},
+            {"id": "c", "tool": "notify_owner"},
+        ]}),
+    );
+    assert!(r.decisions.iter().all(|d| d.allow));
+    assert!(!r.decisions[0].fail_open, "fields present and filled");
+    assert!(r.decisions[1].fail_open, "messages absent");
+    assert!(!r.decisions[2].fail_open, "no rule at all");
+}
+
+const OVERRIDES: &str = r#"
+module overrides
+write strict_pay, strict_invoice, strict_modify, strict_book, open_pay
+stage s { tools [strict_pay, strict_invoice, strict_modify, strict_book, open_pay] }
+rule media_strict for strict_pay {
+  require client_sent_media(within: 5, kinds: [image])
+  on_missing deny
+}
+rule phone_strict for strict_invoice {
+  require field_filled(phone)
+  on_missing deny
+}
+rule verified_strict for strict_modify {
+  require called_before(verify)
+  on_missing deny
+}
+rule chatty_strict for strict_book {
+  require min_client_messages(1)
+  on_missing deny
+}
+rule media_open for open_pay {
+  require client_sent_media(within: 5, kinds: [image])
+  on_missing allow
+}
+"#;
+
+#[test]
+fn on_missing_deny_overrides_fail_open() {
+    let p = compile(OVERRIDES);
+    for (tool, rule) in [
+        ("strict_pay", "media_strict"),
+        ("strict_invoice", "phone_strict"),
+        ("strict_modify", "verified_strict"),
+        ("strict_book", "chatty_strict"),
+    ] {
+        let d = decide_one(&p, json!({"stage": "s"}), tool, json!({}));
+        assert_denied_by(&d, DenyKind::Precondition, rule);
+    }
+    // With the facts present and satisfied they pass.
+    let facts = json!({"stage": "s", "messages": [msg("client", &["image"])],
+        "fields": {"phone": "1"}, "called": [{"tool": "verify", "ok": true}]});
+    for tool in [
+        "strict_pay",
+        "strict_invoice",
+        "strict_modify",
+        "strict_book",
+    ] {
+        let d = decide_one(&p, facts.clone(), tool, json!({}));
+        assert_allowed(&d);
+        assert!(!d.fail_open);
+    }
+}
+
+#[test]
+fn explicit_on_missing_allow_fails_open_and_still_denies_when_present() {
+    let p = compile(OVERRIDES);
+    let d = decide_one(&p, json!({"stage": "s"}), "open_pay", json!({}));
+    assert_allowed(&d);
+    assert!(d.fail_open);
+    let d = decide_one(
+        &p,
+        json!({"stage": "s", "messages": []}),
+        "open_pay",
+        json!({}),
+    );
+    assert_denied_by(&d, DenyKind::Precondition, "media_open");
+}
+
+#[test]
+fn a_negated_precondition_still_fails_open_only_on_absent_facts() {
+    let p = compile(
+        "module m\nwrite a\nstage s { tools [a] }\nrule no_phone for a { require not field_filled(phone) }\n",
+    );
+    let d = decide_one(
+        &p,
+        json!({"stage": "s", "fields": {"phone": "1"}}),
+        "a",
+        json!({}),
+    );
+    assert_denied_by(&d, DenyKind::Precondition, "no_phone");
+    let d = decide_one(&p, json!({"stage": "s", "fields": {}}), "a", json!({}));
+    assert_allowed(&d);
+    assert!(!d.fail_open);
+}
+
+// ---- window clamp ------------------------------------------------------------------------
+
+const WIDE: &str = "module wide\nwrite pay\nstage s { tools [pay] }\nrule receipt for pay {\n  require client_sent_media(within: 80, kinds: [image])\n}\n";
+
+#[test]
+fn a_window_over_50_compiles_with_a_warning() {
+    let p = compile(WIDE);
+    let w: Vec<_> = p
+        .warnings()
+        .iter()
+        .filter(|w| w.severity == Severity::Warning && w.message.contains("50"))
+        .collect();
+    assert_eq!(w.len(), 1, "{:?}", p.warnings());
+    assert!(w[0].message.contains("80"), "{}", w[0].message);
+    // The warning points at the window.
+    let at = w[0].span.start;
+    assert_eq!(&WIDE[at..at + 2], "80");
+}
+
+#[test]
+fn a_window_over_50_is_clamped_to_50() {
+    let p = compile(WIDE);
+    let with_image_at = |depth: usize| {
+        // `depth` client messages after the image one: it is the (depth+1)-th newest.
+        let mut ms = vec![msg("client", &["image"])];
+        ms.extend((0..depth).map(|_| msg("client", &[])));
+        decide_one(&p, json!({"stage": "s", "messages": ms}), "pay", json!({}))
+    };
+    assert_allowed(&with_image_at(49));
+    assert_denied_by(&with_image_at(50), DenyKind::Precondition, "receipt");
+    assert_denied_by(&with_image_at(70), DenyKind::Precondition, "receipt");
+}
+
+#[test]
+fn a_window_of_exactly_50_is_not_warned_about() {
+    let p = compile(
+        "module w\nwrite pay\nstage s { tools [pay] }\nrule r for pay { require client_sent_media(within: 50, kinds: [image]) }\n",
+    );
+    assert!(
+        !p.warnings().iter().any(|w| w.message.contains("clamp")),
+        "{:?}",
+        p.warnings()
+    );
+}
+
+#[test]
+fn a_later_failing_precondition_wins_over_an_earlier_fail_open() {
+    let p = compile(
+        "module m\nwrite a\nstage s { tools [a] }\nrule phone for a { require field_filled(phone) }\nrule chatty for a { require min_client_messages(2) }\n",
+    );
+    let d = decide_one(&p, json!({"stage": "s", "messages": []}), "a", json!({}));
+    assert_denied_by(&d, DenyKind::Precondition, "chatty");
+    let d = decide_one(
+        &p,
+        json!({"stage": "s", "messages": [msg("client", &[]), msg("client", &[])]}),
+        "a",
+        json!({}),
+    );
+    assert_allowed(&d);
+    assert!(d.fail_open, "the phone rule failed open: {d:?}");
+}
