@@ -17,7 +17,8 @@ use toolgate_engine::{Policy, Request, RequestError, Response as Decided};
 type Shared = State<Arc<AppState>>;
 
 #[derive(Serialize)]
-struct Decided2<'a> {
+/// `/v1/decide`'s answer: the engine response plus the decision id.
+struct DecideBody<'a> {
     #[serde(flatten)]
     response: &'a Decided,
     decision_id: &'a str,
@@ -30,7 +31,7 @@ pub async fn decide(
 ) -> Result<Response, ApiError> {
     let value = state.parse_body(body)?;
     let (response, id) = state.judge(value, None)?;
-    Ok(Json(Decided2 {
+    Ok(Json(DecideBody {
         response: &response,
         decision_id: &id,
     })
