@@ -8,6 +8,7 @@ use crate::cond::{Cond, Lit, Root, Seg, Test, ValuePath};
 use crate::error::CompileError;
 use crate::hosts::{parse_entry, HostList};
 use crate::ids::{HostListId, RuleId, StageId, ToolId, MAX_LATCHES};
+use crate::name_table::NameTable;
 use crate::policy::{FixedRefusals, LatchInfo, Policy, RuleInfo, StageInfo, ToolInfo};
 use crate::refusal;
 use crate::response::DenyKind;
@@ -119,24 +120,21 @@ impl Parts {
     ) -> Policy {
         let digest = Sha256::digest(text.as_bytes());
         let revision: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        let mut custom_facts = Vec::new();
+        for rule in &self.rules {
+            rule.cond.collect_custom_facts(&mut custom_facts);
+        }
         Policy {
             module: ast.module.name.as_str().into(),
             revision: revision.into(),
-            tool_index: self
-                .tool_index
-                .into_iter()
-                .map(|(k, v)| (k.into_boxed_str(), v))
-                .collect(),
+            tool_index: NameTable::new(self.tool_index.iter().map(|(k, v)| (k.as_str(), v.0))),
             tools: self.tools,
-            stage_index: self
-                .stage_index
-                .into_iter()
-                .map(|(k, v)| (k.into_boxed_str(), v))
-                .collect(),
+            stage_index: NameTable::new(self.stage_index.iter().map(|(k, v)| (k.as_str(), v.0))),
             stages: self.stages,
             latches: self.latches,
             rules: self.rules,
             host_lists: self.host_lists,
+            custom_facts: custom_facts.into_boxed_slice(),
             fixed: FixedRefusals {
                 unclassified: refusal::unclassified().into(),
                 unknown_stage: refusal::unknown_stage().into(),
@@ -244,6 +242,7 @@ impl Compiler {
                     };
                     stage_index.insert(name.clone(), StageId(stages.len() as u32));
                     stages.push(StageInfo {
+                        id: StageId(stages.len() as u32),
                         name: name.as_str().into(),
                         tools: set,
                         max_turns: decl.max_turns.as_ref().map(|m| m.node),

@@ -7,7 +7,7 @@
 
 use crate::hosts::HostList;
 use crate::ids::HostListId;
-use crate::request::{Facts, Message};
+use crate::view::FactsRef;
 use regex::Regex;
 use serde_json::Value;
 use toolgate_lang::ast::{CmpOp, TypeName};
@@ -118,7 +118,7 @@ enum Lookup<'a> {
 /// What a condition is evaluated against.
 pub(crate) struct Env<'a> {
     pub(crate) args: &'a Value,
-    pub(crate) facts: &'a Facts,
+    pub(crate) facts: FactsRef<'a>,
     pub(crate) hosts: &'a [HostList],
 }
 
@@ -162,15 +162,11 @@ impl Cond {
                 u => u,
             },
             Cond::Test(path, test) => eval_test(path, test, env),
-            Cond::ClientSentMedia { within, kinds } => match &env.facts.messages {
+            Cond::ClientSentMedia { within, kinds } => match env.facts.messages() {
                 None => Truth::Unknown(ABSENT),
-                Some(ms) => Truth::from_bool(client_messages(ms).take(*within).any(|m| {
-                    m.media
-                        .iter()
-                        .any(|k| kinds.is_empty() || kinds.iter().any(|w| **w == **k))
-                })),
+                Some(ms) => Truth::from_bool(ms.client_sent_media(*within, kinds)),
             },
-            Cond::FieldFilled(name) => match &env.facts.fields {
+            Cond::FieldFilled(name) => match env.facts.fields() {
                 None => Truth::Unknown(ABSENT),
                 Some(fields) => Truth::from_bool(match fields.get(&**name) {
                     None | Some(Value::Null) => false,
@@ -178,42 +174,54 @@ impl Cond {
                     Some(_) => true,
                 }),
             },
-            Cond::CalledBefore(tool) => match &env.facts.called {
+            Cond::CalledBefore(tool) => match env.facts.called() {
                 None => Truth::Unknown(ABSENT),
-                Some(called) => Truth::from_bool(called.iter().any(|c| c.ok && *c.tool == **tool)),
+                Some(called) => Truth::from_bool(called.succeeded(tool)),
             },
-            Cond::MinClientMessages(n) => match &env.facts.messages {
+            Cond::MinClientMessages(n) => match env.facts.messages() {
                 None => Truth::Unknown(ABSENT),
-                Some(ms) => {
-                    let need = usize::try_from(*n).unwrap_or(usize::MAX);
-                    Truth::from_bool(need == 0 || client_messages(ms).nth(need - 1).is_some())
-                }
+                Some(ms) => Truth::from_bool(ms.client_count_at_least(*n)),
             },
         }
     }
-}
 
-/// Client messages, newest first.
-fn client_messages(ms: &[Message]) -> impl Iterator<Item = &Message> {
-    ms.iter().rev().filter(|m| m.from == "client")
+    /// Adds to `out` the top-level keys of custom facts this condition reads.
+    pub(crate) fn collect_custom_facts(&self, out: &mut Vec<Box<str>>) {
+        match self {
+            Cond::And(parts) | Cond::Or(parts) => {
+                parts.iter().for_each(|p| p.collect_custom_facts(out))
+            }
+            Cond::Not(inner) => inner.collect_custom_facts(out),
+            Cond::Test(
+                ValuePath {
+                    root: Root::Other(key),
+                    ..
+                },
+                _,
+            ) if !out.contains(key) => {
+                out.push(key.clone());
+            }
+            _ => {}
+        }
+    }
 }
 
 fn lookup<'a>(path: &ValuePath, env: &Env<'a>) -> Lookup<'a> {
     let (start, fail) = match &path.root {
         Root::Args => (env.args, Lookup::Missing),
         Root::Stage => {
-            return match &env.facts.stage {
+            return match env.facts.stage() {
                 Some(s) if path.segs.is_empty() => Lookup::Found(Found::Str(s)),
                 _ => Lookup::Absent,
             }
         }
         Root::StageTurns => {
-            return match env.facts.stage_turns {
+            return match env.facts.stage_turns() {
                 Some(n) if path.segs.is_empty() => Lookup::Found(Found::Num(n)),
                 _ => Lookup::Absent,
             }
         }
-        Root::Fields => match &env.facts.fields {
+        Root::Fields => match env.facts.fields() {
             None => return Lookup::Absent,
             Some(fields) => {
                 let Some((first, rest)) = path.segs.split_first() else {
@@ -231,7 +239,7 @@ fn lookup<'a>(path: &ValuePath, env: &Env<'a>) -> Lookup<'a> {
                 }
             }
         },
-        Root::Other(key) => match env.facts.other.get(&**key) {
+        Root::Other(key) => match env.facts.other(key) {
             None => return Lookup::Absent,
             Some(v) => (v, Lookup::Absent),
         },

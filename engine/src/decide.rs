@@ -2,71 +2,109 @@
 //!
 //! Order per call: unclassified → stage (whitelist, then `max_turns`) → latch → the tool's
 //! own rules in source order. The first failing check decides.
+//!
+//! The core ([`Policy::decide_into`]) writes one text-free [`Verdict`] per call into a
+//! caller-owned buffer and allocates nothing for batches of up to [`STACK_BATCH`] calls;
+//! [`Policy::decide`] and [`Policy::decide_json`] add the response (ids, names, refusals).
 
 use crate::cond::{Env, Truth, ABSENT};
 use crate::error::RequestError;
-use crate::ids::ToolId;
-use crate::policy::Policy;
-use crate::request::{Call, Latched, Request};
+use crate::fast_json;
+use crate::ids::{RuleId, StageId, ToolId};
+use crate::policy::{Policy, StageInfo};
+use crate::request::Request;
 use crate::response::{Decision, DenyKind, LatchState, Response};
+use crate::view::{CallLike, FactsRef, LatchedRef};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// Batches up to this many calls resolve their tool ids on the stack.
+pub const STACK_BATCH: usize = 32;
+
+/// The outcome for one call, without text: whether it may run and, if not, what denied it.
+///
+/// Turn it into words with [`Policy::deny_kind`], [`Policy::refusal`] and
+/// [`Policy::denied_by`], or let [`Policy::decide`] build the full [`Decision`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict(Outcome);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Allow { fail_open: bool },
+    Unclassified,
+    NoStage,
+    UnknownStage,
+    Whitelist(StageId),
+    Turns(StageId),
+    Latch(u8),
+    Rule(RuleId),
+}
+
+impl Verdict {
+    /// Whether the executor may dispatch the call.
+    pub fn allowed(self) -> bool {
+        matches!(self.0, Outcome::Allow { .. })
+    }
+
+    /// True when the call was allowed only because a fail-open rule's facts were absent.
+    pub fn fail_open(self) -> bool {
+        matches!(self.0, Outcome::Allow { fail_open: true })
+    }
+}
+
 /// The active stage as the request gives it.
 enum ActiveStage<'a> {
-    Known(&'a crate::policy::StageInfo),
-    Unknown(&'a str),
+    Known(&'a StageInfo),
+    Unknown,
     Missing,
 }
 
 impl Policy {
-    /// Judges every call of `request`. A denial is a normal result; this never fails.
+    /// Judges every call of `request` and builds the response. A denial is a normal result;
+    /// this never fails.
     pub fn decide(&self, request: &Request) -> Response {
-        let facts = &request.facts;
-        let ids: Vec<Option<ToolId>> = request
-            .calls
-            .iter()
-            .map(|c| self.tool_index.get(c.tool.as_str()).copied())
-            .collect();
-
-        // Pre-scan: the latch reflects the whole batch's intent, not its array order. A setter
-        // counts whether or not its own call is allowed.
-        let mut latched = self.initial_latches(&facts.latched);
-        for id in ids.iter().flatten() {
-            latched |= self.tools[id.index()].sets;
-        }
-
-        let stage = match facts.stage.as_deref() {
-            None => ActiveStage::Missing,
-            Some(name) => match self.stage_index.get(name) {
-                Some(id) => ActiveStage::Known(&self.stages[id.index()]),
-                None => ActiveStage::Unknown(name),
-            },
-        };
-        let turns = facts.stage_turns.unwrap_or(0);
-
-        let decisions = request
-            .calls
-            .iter()
-            .zip(&ids)
-            .map(|(call, id)| self.judge(call, *id, &stage, turns, latched, request))
-            .collect();
-
-        Response {
-            policy: self.module.clone(),
-            revision: self.revision.clone(),
-            latched: self.latch_state(latched, &facts.latched),
-            decisions,
-        }
+        let facts = FactsRef::Owned(&request.facts);
+        let mut verdicts = Vec::with_capacity(request.calls.len());
+        let latched = self.run(facts, &request.calls, &mut verdicts);
+        self.respond(facts, &request.calls, &verdicts, latched)
     }
 
-    /// Parses `json` as a [`Request`] and judges it.
+    /// Judges every call of `request` into `out` (cleared first), one [`Verdict`] per call in
+    /// request order, and returns the batch's latch state.
+    ///
+    /// This is the allocation-free core: reuse `out` across batches and nothing is allocated
+    /// for batches of up to [`STACK_BATCH`] calls.
+    pub fn decide_into(&self, request: &Request, out: &mut Vec<Verdict>) -> LatchState {
+        let facts = FactsRef::Owned(&request.facts);
+        let latched = self.run(facts, &request.calls, out);
+        self.latch_state(latched, facts.latched())
+    }
+
+    /// Parses `json` as a request and judges it.
     ///
     /// Fails only when the request is malformed, or names a policy other than this one.
+    /// Valid requests are read in one pass without copying: strings stay borrowed, message
+    /// texts and custom facts the policy never reads are checked for syntax and skipped.
+    /// A request the fast reader refuses is read again by [`Request::from_json`], so errors
+    /// carry the same line, column or field path either way.
     pub fn decide_json(&self, json: &str) -> Result<Response, RequestError> {
-        let request = Request::from_json(json)?;
-        self.check_target(&request)?;
-        Ok(self.decide(&request))
+        let Some(view) = fast_json::parse(json, &self.custom_facts) else {
+            let request = Request::from_json(json)?;
+            self.check_target(&request)?;
+            return Ok(self.decide(&request));
+        };
+        if let Some(p) = &view.policy {
+            if **p != *self.module {
+                return Err(RequestError::WrongPolicy {
+                    requested: p.to_string(),
+                    loaded: self.module.to_string(),
+                });
+            }
+        }
+        let facts = FactsRef::Borrowed(&view.facts);
+        let mut verdicts = Vec::with_capacity(view.calls.len());
+        let latched = self.run(facts, &view.calls, &mut verdicts);
+        Ok(self.respond(facts, &view.calls, &verdicts, latched))
     }
 
     /// Errors when `request` names a policy module other than this one.
@@ -80,26 +118,141 @@ impl Policy {
         }
     }
 
-    fn initial_latches(&self, fact: &Latched) -> u64 {
+    /// Why a verdict denies, or `None` for an allow.
+    pub fn deny_kind(&self, verdict: Verdict) -> Option<DenyKind> {
+        Some(match verdict.0 {
+            Outcome::Allow { .. } => return None,
+            Outcome::Unclassified => DenyKind::Unclassified,
+            Outcome::NoStage
+            | Outcome::UnknownStage
+            | Outcome::Whitelist(_)
+            | Outcome::Turns(_) => DenyKind::Stage,
+            Outcome::Latch(_) => DenyKind::Latch,
+            Outcome::Rule(r) => self.rules[r.index()].kind,
+        })
+    }
+
+    /// The refusal the model reads for a denying verdict, or `None` for an allow.
+    pub fn refusal(&self, verdict: Verdict) -> Option<&Arc<str>> {
+        Some(match verdict.0 {
+            Outcome::Allow { .. } => return None,
+            Outcome::Unclassified => &self.fixed.unclassified,
+            Outcome::NoStage => &self.fixed.no_stage,
+            Outcome::UnknownStage => &self.fixed.unknown_stage,
+            Outcome::Whitelist(s) => &self.stages[s.index()].whitelist_refusal,
+            Outcome::Turns(s) => &self.stages[s.index()].turns_refusal,
+            Outcome::Latch(l) => &self.latches[usize::from(l)].refusal,
+            Outcome::Rule(r) => &self.rules[r.index()].refusal,
+        })
+    }
+
+    /// The name of the policy element that denied, or `None` for an allow. An undeclared
+    /// stage is named by `stage`, the request's own stage fact.
+    pub fn denied_by<'a>(&'a self, verdict: Verdict, stage: Option<&'a str>) -> Option<&'a str> {
+        match verdict.0 {
+            Outcome::UnknownStage => Some(stage.unwrap_or(&self.fixed.rule_no_stage)),
+            _ => self.denied_by_arc(verdict).map(|name| &**name),
+        }
+    }
+
+    /// The shared core: latch pre-scan, then one verdict per call. Returns the latch mask.
+    fn run<C: CallLike>(&self, facts: FactsRef<'_>, calls: &[C], out: &mut Vec<Verdict>) -> u64 {
+        out.clear();
+        let mut on_stack = [None; STACK_BATCH];
+        let mut on_heap = Vec::new();
+        let ids: &mut [Option<ToolId>] = if calls.len() <= STACK_BATCH {
+            &mut on_stack[..calls.len()]
+        } else {
+            on_heap.resize(calls.len(), None);
+            &mut on_heap
+        };
+
+        // Pre-scan: the latch reflects the whole batch's intent, not its array order. A setter
+        // counts whether or not its own call is allowed.
+        let mut latched = self.initial_latches(facts.latched());
+        for (slot, call) in ids.iter_mut().zip(calls) {
+            *slot = self.tool_id(call.tool());
+            if let Some(id) = slot {
+                latched |= self.tools[id.index()].sets;
+            }
+        }
+
+        let stage = match facts.stage() {
+            None => ActiveStage::Missing,
+            Some(name) => match self.stage_id(name) {
+                Some(id) => ActiveStage::Known(&self.stages[id.index()]),
+                None => ActiveStage::Unknown,
+            },
+        };
+        let turns = facts.stage_turns().unwrap_or(0);
+        for (call, id) in calls.iter().zip(ids.iter()) {
+            out.push(Verdict(
+                self.judge(call, *id, &stage, turns, latched, facts),
+            ));
+        }
+        latched
+    }
+
+    fn respond<C: CallLike>(
+        &self,
+        facts: FactsRef<'_>,
+        calls: &[C],
+        verdicts: &[Verdict],
+        latched: u64,
+    ) -> Response {
+        let stage = facts.stage();
+        let decisions = calls
+            .iter()
+            .zip(verdicts)
+            .map(|(call, v)| Decision {
+                id: call.id().to_owned(),
+                tool: call.tool().to_owned(),
+                allow: v.allowed(),
+                kind: self.deny_kind(*v),
+                rule: match v.0 {
+                    Outcome::UnknownStage => Some(Arc::from(stage.unwrap_or_default())),
+                    _ => self.denied_by_arc(*v).cloned(),
+                },
+                reason: self.refusal(*v).cloned(),
+                fail_open: v.fail_open(),
+            })
+            .collect();
+        Response {
+            policy: self.module.clone(),
+            revision: self.revision.clone(),
+            latched: self.latch_state(latched, facts.latched()),
+            decisions,
+        }
+    }
+
+    /// [`Policy::denied_by`] as the shared name, for everything but an undeclared stage.
+    fn denied_by_arc(&self, verdict: Verdict) -> Option<&Arc<str>> {
+        Some(match verdict.0 {
+            Outcome::Allow { .. } | Outcome::UnknownStage => return None,
+            Outcome::Unclassified => &self.fixed.rule_unclassified,
+            Outcome::NoStage => &self.fixed.rule_no_stage,
+            Outcome::Whitelist(s) | Outcome::Turns(s) => &self.stages[s.index()].name,
+            Outcome::Latch(l) => &self.latches[usize::from(l)].name,
+            Outcome::Rule(r) => &self.rules[r.index()].name,
+        })
+    }
+
+    fn initial_latches(&self, fact: LatchedRef<'_>) -> u64 {
         match fact {
-            Latched::Flag(false) => 0,
-            Latched::Flag(true) => all_bits(self.latches.len()),
-            Latched::ByName(map) => self
+            LatchedRef::Flag(false) => 0,
+            LatchedRef::Flag(true) => all_bits(self.latches.len()),
+            named => self
                 .latches
                 .iter()
                 .enumerate()
-                .filter(|(_, l)| map.get(&*l.name).copied().unwrap_or(false))
+                .filter(|(_, l)| named.get(&l.name))
                 .fold(0, |acc, (i, _)| acc | (1 << i)),
         }
     }
 
-    fn latch_state(&self, mask: u64, fact: &Latched) -> LatchState {
+    fn latch_state(&self, mask: u64, fact: LatchedRef<'_>) -> LatchState {
         if self.latches.len() <= 1 {
-            let carried = match fact {
-                Latched::Flag(b) => *b,
-                Latched::ByName(m) => m.values().any(|b| *b),
-            };
-            return LatchState::Flag(mask != 0 || (self.latches.is_empty() && carried));
+            return LatchState::Flag(mask != 0 || (self.latches.is_empty() && fact.any()));
         }
         let map: BTreeMap<Arc<str>, bool> = self
             .latches
@@ -110,85 +263,53 @@ impl Policy {
         LatchState::ByName(map)
     }
 
-    fn judge(
+    fn judge<C: CallLike>(
         &self,
-        call: &Call,
+        call: &C,
         id: Option<ToolId>,
         stage: &ActiveStage<'_>,
         turns: u64,
         latched: u64,
-        request: &Request,
-    ) -> Decision {
-        let deny = |kind, rule: &Arc<str>, reason: &Arc<str>| Decision {
-            id: call.id.clone(),
-            tool: call.tool.clone(),
-            allow: false,
-            kind: Some(kind),
-            rule: Some(rule.clone()),
-            reason: Some(reason.clone()),
-            fail_open: false,
-        };
+        facts: FactsRef<'_>,
+    ) -> Outcome {
         let Some(id) = id else {
-            return deny(
-                DenyKind::Unclassified,
-                &self.fixed.rule_unclassified,
-                &self.fixed.unclassified,
-            );
+            return Outcome::Unclassified;
         };
-        let stage = match stage {
-            ActiveStage::Known(s) => s,
-            ActiveStage::Unknown(name) => {
-                return deny(
-                    DenyKind::Stage,
-                    &Arc::from(*name),
-                    &self.fixed.unknown_stage,
-                );
-            }
-            ActiveStage::Missing => {
-                return deny(
-                    DenyKind::Stage,
-                    &self.fixed.rule_no_stage,
-                    &self.fixed.no_stage,
-                )
-            }
+        let (stage_id, stage) = match stage {
+            ActiveStage::Known(s) => (s.id, *s),
+            ActiveStage::Unknown => return Outcome::UnknownStage,
+            ActiveStage::Missing => return Outcome::NoStage,
         };
         if !stage.tools.contains(id) {
-            return deny(DenyKind::Stage, &stage.name, &stage.whitelist_refusal);
+            return Outcome::Whitelist(stage_id);
         }
         if stage.max_turns.is_some_and(|max| turns > max) {
-            return deny(DenyKind::Stage, &stage.name, &stage.turns_refusal);
+            return Outcome::Turns(stage_id);
         }
         let tool = &self.tools[id.index()];
         let blocking = tool.blocked_by & latched;
         if blocking != 0 {
-            let latch = &self.latches[blocking.trailing_zeros() as usize];
-            return deny(DenyKind::Latch, &latch.name, &latch.refusal);
+            // At most 64 latches, so the index fits in a u8.
+            return Outcome::Latch(blocking.trailing_zeros() as u8);
+        }
+        if tool.rules.is_empty() {
+            return Outcome::Allow { fail_open: false };
         }
         let env = Env {
-            args: &call.args,
-            facts: &request.facts,
+            args: call.args(),
+            facts,
             hosts: &self.host_lists,
         };
         let mut fail_open = false;
-        for rule_id in tool.rules.iter() {
+        for &rule_id in tool.rules.iter() {
             let rule = &self.rules[rule_id.index()];
             match rule.cond.eval(&env) {
                 Truth::True => {}
                 Truth::Unknown(ABSENT) if rule.fail_open => fail_open = true,
-                Truth::False | Truth::Unknown(_) => {
-                    return deny(rule.kind, &rule.name, &rule.refusal)
-                }
+                Truth::False | Truth::Unknown(_) => return Outcome::Rule(rule_id),
             }
         }
-        Decision {
-            id: call.id.clone(),
-            tool: call.tool.clone(),
-            allow: true,
-            kind: None,
-            rule: None,
-            reason: None,
-            fail_open,
-        }
+        Outcome::Allow { fail_open }
     }
 }
 

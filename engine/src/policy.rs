@@ -3,9 +3,9 @@
 use crate::cond::Cond;
 use crate::hosts::HostList;
 use crate::ids::{RuleId, StageId, ToolId};
+use crate::name_table::NameTable;
 use crate::response::DenyKind;
 use crate::tool_set::ToolSet;
-use std::collections::HashMap;
 use std::sync::Arc;
 use toolgate_lang::ast::ToolClass;
 use toolgate_lang::{Diagnostic, SourceFile};
@@ -18,13 +18,17 @@ use toolgate_lang::{Diagnostic, SourceFile};
 pub struct Policy {
     pub(crate) module: Arc<str>,
     pub(crate) revision: Arc<str>,
-    pub(crate) tool_index: HashMap<Box<str>, ToolId>,
+    /// Tool name to id. A fixed table with bounded probes: request-chosen names cannot
+    /// lengthen a lookup, so SipHash's flooding defence would buy nothing here.
+    pub(crate) tool_index: NameTable,
     pub(crate) tools: Vec<ToolInfo>,
-    pub(crate) stage_index: HashMap<Box<str>, StageId>,
+    pub(crate) stage_index: NameTable,
     pub(crate) stages: Vec<StageInfo>,
     pub(crate) latches: Vec<LatchInfo>,
     pub(crate) rules: Vec<RuleInfo>,
     pub(crate) host_lists: Vec<HostList>,
+    /// Top-level keys of the custom facts some rule reads; the JSON reader skips the rest.
+    pub(crate) custom_facts: Box<[Box<str>]>,
     pub(crate) fixed: FixedRefusals,
     pub(crate) warnings: Vec<Diagnostic>,
     pub(crate) source: SourceFile,
@@ -46,6 +50,7 @@ pub(crate) struct ToolInfo {
 /// One stage.
 #[derive(Debug)]
 pub(crate) struct StageInfo {
+    pub(crate) id: StageId,
     pub(crate) name: Arc<str>,
     pub(crate) tools: ToolSet,
     pub(crate) max_turns: Option<u64>,
@@ -128,16 +133,26 @@ impl Policy {
 
     /// The class of a tool, or `None` when the policy never classified it.
     pub fn class_of(&self, tool: &str) -> Option<ToolClass> {
-        self.tool_index
-            .get(tool)
-            .map(|id| self.tools[id.index()].class)
+        self.tool_id(tool).map(|id| self.tools[id.index()].class)
     }
 
     /// Whether `tool` exists in `stage` (both must be declared).
     pub fn stage_allows(&self, stage: &str, tool: &str) -> bool {
-        match (self.stage_index.get(stage), self.tool_index.get(tool)) {
-            (Some(s), Some(t)) => self.stages[s.index()].tools.contains(*t),
+        match (self.stage_id(stage), self.tool_id(tool)) {
+            (Some(s), Some(t)) => self.stages[s.index()].tools.contains(t),
             _ => false,
         }
+    }
+
+    /// The id of a classified tool.
+    #[inline]
+    pub(crate) fn tool_id(&self, name: &str) -> Option<ToolId> {
+        self.tool_index.get(name).map(ToolId)
+    }
+
+    /// The id of a declared stage.
+    #[inline]
+    pub(crate) fn stage_id(&self, name: &str) -> Option<StageId> {
+        self.stage_index.get(name).map(StageId)
     }
 }

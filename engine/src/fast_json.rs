@@ -1,0 +1,380 @@
+//! The one-pass, zero-copy JSON reader behind [`crate::Policy::decide_json`].
+//!
+//! It reads a request straight into the borrowed [`RequestView`]: strings without escapes
+//! stay slices of the input, message texts are checked for syntax and skipped, and custom
+//! facts no rule reads are skipped the same way. Everything a policy can read is checked
+//! exactly as [`crate::Request::from_json`] checks it.
+//!
+//! It never explains a failure: on any error the caller reads the text again with the strict
+//! reader, whose messages carry the line, column or field path. So this module only has to
+//! accept exactly the valid requests, never to describe the invalid ones.
+
+use crate::view::{CallView, FactsView, LatchedView, MessageTable, RequestView};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+use std::fmt;
+
+/// Reads `text` as a request, keeping the custom facts named in `custom`. `None` when the
+/// text is not a valid request (the strict reader then says why).
+pub(crate) fn parse<'a>(text: &'a str, custom: &[Box<str>]) -> Option<RequestView<'a>> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let view = RequestSeed { custom }.deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some(view)
+}
+
+fn invalid<E: de::Error>() -> E {
+    E::custom("not a valid request")
+}
+
+/// A string, borrowed from the input when it has no escapes.
+struct Str<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Str<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct StrVisitor;
+        impl<'de> Visitor<'de> for StrVisitor {
+            type Value = Str<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Str(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Str(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(StrVisitor)
+    }
+}
+
+struct RequestSeed<'c> {
+    custom: &'c [Box<str>],
+}
+
+impl<'de> DeserializeSeed<'de> for RequestSeed<'_> {
+    type Value = RequestView<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RequestSeed<'_> {
+    type Value = RequestView<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a request object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut view = RequestView::default();
+        let mut calls = None;
+        while let Some(key) = map.next_key::<Str<'de>>()? {
+            match &*key.0 {
+                "facts" => {
+                    view.facts = map.next_value_seed(FactsSeed {
+                        custom: self.custom,
+                    })?
+                }
+                "calls" => calls = Some(map.next_value::<Calls<'de>>()?.0),
+                "policy" => view.policy = map.next_value::<Option<Str<'de>>>()?.map(|s| s.0),
+                "session" | "turn" => {
+                    map.next_value::<Option<Str<'de>>>()?;
+                }
+                _ => return Err(invalid()),
+            }
+        }
+        view.calls = calls.ok_or_else(invalid)?;
+        Ok(view)
+    }
+}
+
+struct FactsSeed<'c> {
+    custom: &'c [Box<str>],
+}
+
+impl<'de> DeserializeSeed<'de> for FactsSeed<'_> {
+    type Value = FactsView<'de>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FactsSeed<'_> {
+    type Value = FactsView<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a facts object or null")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(FactsView::default())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut facts = FactsView::default();
+        while let Some(key) = map.next_key::<Str<'de>>()? {
+            match &*key.0 {
+                "stage" => facts.stage = map.next_value::<Option<Str<'de>>>()?.map(|s| s.0),
+                "stage_turns" => facts.stage_turns = map.next_value::<Option<u64>>()?,
+                "latched" => facts.latched = map.next_value::<Latched<'de>>()?.0,
+                "messages" => {
+                    facts.messages = map.next_value::<Option<Messages<'de>>>()?.map(|m| m.0)
+                }
+                "fields" => facts.fields = map.next_value::<Option<Map<String, Value>>>()?,
+                "called" => facts.called = map.next_value::<Option<Called<'de>>>()?.map(|c| c.0),
+                name if self.custom.iter().any(|k| **k == *name) => {
+                    let value = map.next_value::<Value>()?;
+                    facts.other.push((key.0, value));
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(facts)
+    }
+}
+
+/// `latched`: null, a bool, or an object of bools.
+struct Latched<'a>(LatchedView<'a>);
+
+impl<'de> Deserialize<'de> for Latched<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct LatchedVisitor;
+        impl<'de> Visitor<'de> for LatchedVisitor {
+            type Value = Latched<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a bool or an object of bools")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Latched(LatchedView::Flag(false)))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(Latched(LatchedView::Flag(v)))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut flags = Vec::new();
+                while let Some((k, v)) = map.next_entry::<Str<'de>, bool>()? {
+                    flags.push((k.0, v));
+                }
+                Ok(Latched(LatchedView::ByName(flags)))
+            }
+        }
+        d.deserialize_any(LatchedVisitor)
+    }
+}
+
+/// `messages`: an array of `{from, media?, ...}` objects.
+struct Messages<'a>(MessageTable<'a>);
+
+impl<'de> Deserialize<'de> for Messages<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct MessagesVisitor;
+        impl<'de> Visitor<'de> for MessagesVisitor {
+            type Value = Messages<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array of messages")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut table = MessageTable::default();
+                table.rows.reserve(seq.size_hint().unwrap_or(32));
+                while seq
+                    .next_element_seed(MessageSeed { table: &mut table })?
+                    .is_some()
+                {}
+                Ok(Messages(table))
+            }
+        }
+        d.deserialize_seq(MessagesVisitor)
+    }
+}
+
+struct MessageSeed<'t, 'a> {
+    table: &'t mut MessageTable<'a>,
+}
+
+impl<'de> DeserializeSeed<'de> for MessageSeed<'_, 'de> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MessageSeed<'_, 'de> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a message object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let start = self.table.kinds.len();
+        let mut client = None;
+        while let Some(key) = map.next_key::<Str<'de>>()? {
+            match &*key.0 {
+                "from" => client = Some(map.next_value::<Str<'de>>()?.0 == "client"),
+                "media" => {
+                    // A repeated key replaces the earlier list, as in the strict reader.
+                    self.table.kinds.truncate(start);
+                    map.next_value_seed(MediaSeed {
+                        kinds: &mut self.table.kinds,
+                    })?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let client = client.ok_or_else(invalid)?;
+        let start = u32::try_from(start).map_err(|_| invalid())?;
+        let end = u32::try_from(self.table.kinds.len()).map_err(|_| invalid())?;
+        self.table.rows.push((client, start, end));
+        Ok(())
+    }
+}
+
+struct MediaSeed<'t, 'a> {
+    kinds: &'t mut Vec<Cow<'a, str>>,
+}
+
+impl<'de> DeserializeSeed<'de> for MediaSeed<'_, 'de> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MediaSeed<'_, 'de> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of media kinds or null")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(kind) = seq.next_element::<Str<'de>>()? {
+            self.kinds.push(kind.0);
+        }
+        Ok(())
+    }
+}
+
+/// `called`: an array of `{tool, ok?}` objects.
+struct Called<'a>(Vec<(Cow<'a, str>, bool)>);
+
+impl<'de> Deserialize<'de> for Called<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct CalledVisitor;
+        impl<'de> Visitor<'de> for CalledVisitor {
+            type Value = Called<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array of earlier calls")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(entry) = seq.next_element::<CalledEntry<'de>>()? {
+                    out.push((entry.tool, entry.ok));
+                }
+                Ok(Called(out))
+            }
+        }
+        d.deserialize_seq(CalledVisitor)
+    }
+}
+
+struct CalledEntry<'a> {
+    tool: Cow<'a, str>,
+    ok: bool,
+}
+
+impl<'de> Deserialize<'de> for CalledEntry<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct EntryVisitor;
+        impl<'de> Visitor<'de> for EntryVisitor {
+            type Value = CalledEntry<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an earlier call object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let (mut tool, mut ok) = (None, false);
+                while let Some(key) = map.next_key::<Str<'de>>()? {
+                    match &*key.0 {
+                        "tool" => tool = Some(map.next_value::<Str<'de>>()?.0),
+                        "ok" => ok = map.next_value::<Option<bool>>()?.unwrap_or(false),
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(CalledEntry {
+                    tool: tool.ok_or_else(invalid)?,
+                    ok,
+                })
+            }
+        }
+        d.deserialize_map(EntryVisitor)
+    }
+}
+
+/// `calls`: an array of `{id, tool, args?}` objects.
+struct Calls<'a>(Vec<CallView<'a>>);
+
+impl<'de> Deserialize<'de> for Calls<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct CallsVisitor;
+        impl<'de> Visitor<'de> for CallsVisitor {
+            type Value = Calls<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array of calls")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(8));
+                while let Some(call) = seq.next_element::<CallEntry<'de>>()? {
+                    out.push(call.0);
+                }
+                Ok(Calls(out))
+            }
+        }
+        d.deserialize_seq(CallsVisitor)
+    }
+}
+
+struct CallEntry<'a>(CallView<'a>);
+
+impl<'de> Deserialize<'de> for CallEntry<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct CallVisitor;
+        impl<'de> Visitor<'de> for CallVisitor {
+            type Value = CallEntry<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a call object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let (mut id, mut tool, mut args) = (None, None, Value::Object(Map::new()));
+                while let Some(key) = map.next_key::<Str<'de>>()? {
+                    match &*key.0 {
+                        "id" => id = Some(map.next_value::<Str<'de>>()?.0),
+                        "tool" => tool = Some(map.next_value::<Str<'de>>()?.0),
+                        "args" => {
+                            args = match map.next_value::<Value>()? {
+                                Value::Null => Value::Object(Map::new()),
+                                v @ Value::Object(_) => v,
+                                _ => return Err(invalid()),
+                            }
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(CallEntry(CallView {
+                    id: id.ok_or_else(invalid)?,
+                    tool: tool.ok_or_else(invalid)?,
+                    args,
+                }))
+            }
+        }
+        d.deserialize_map(CallVisitor)
+    }
+}

@@ -1,0 +1,264 @@
+//! Read-only views of a request, shared by the owned [`Request`] and the borrowed JSON path.
+//!
+//! The evaluator reads facts only through these views, so one evaluator serves both the
+//! typed request a Rust embedder builds and the zero-copy request read from JSON bytes
+//! (`fast_json`). Each view is a two-armed enum: a branch per access, no allocation, no
+//! dynamic dispatch.
+
+use crate::request::{Call, CalledTool, Facts, Latched, Message, Request};
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+/// A request read from JSON without copying the strings it does not need to unescape.
+///
+/// Only what a policy can read is kept: `text` of messages and custom facts the policy never
+/// mentions are validated as JSON and skipped.
+#[derive(Debug, Default)]
+pub(crate) struct RequestView<'a> {
+    pub(crate) facts: FactsView<'a>,
+    pub(crate) calls: Vec<CallView<'a>>,
+    pub(crate) policy: Option<Cow<'a, str>>,
+}
+
+/// The borrowed facts.
+#[derive(Debug, Default)]
+pub(crate) struct FactsView<'a> {
+    pub(crate) stage: Option<Cow<'a, str>>,
+    pub(crate) stage_turns: Option<u64>,
+    pub(crate) latched: LatchedView<'a>,
+    pub(crate) messages: Option<MessageTable<'a>>,
+    pub(crate) fields: Option<Map<String, Value>>,
+    pub(crate) called: Option<Vec<(Cow<'a, str>, bool)>>,
+    /// Custom facts the policy reads, in document order (a later duplicate wins).
+    pub(crate) other: Vec<(Cow<'a, str>, Value)>,
+}
+
+/// The borrowed `latched` fact.
+#[derive(Debug)]
+pub(crate) enum LatchedView<'a> {
+    Flag(bool),
+    ByName(Vec<(Cow<'a, str>, bool)>),
+}
+
+impl Default for LatchedView<'_> {
+    fn default() -> Self {
+        LatchedView::Flag(false)
+    }
+}
+
+/// The conversation as a flat table: one row per message, media kinds in one shared list.
+#[derive(Debug, Default)]
+pub(crate) struct MessageTable<'a> {
+    /// Per message: sent by the client, and its range in `kinds`.
+    pub(crate) rows: Vec<(bool, u32, u32)>,
+    pub(crate) kinds: Vec<Cow<'a, str>>,
+}
+
+/// One borrowed call.
+#[derive(Debug)]
+pub(crate) struct CallView<'a> {
+    pub(crate) id: Cow<'a, str>,
+    pub(crate) tool: Cow<'a, str>,
+    pub(crate) args: Value,
+}
+
+/// What the evaluator needs of one call.
+pub(crate) trait CallLike {
+    fn id(&self) -> &str;
+    fn tool(&self) -> &str;
+    fn args(&self) -> &Value;
+}
+
+impl CallLike for Call {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn tool(&self) -> &str {
+        &self.tool
+    }
+    fn args(&self) -> &Value {
+        &self.args
+    }
+}
+
+impl CallLike for CallView<'_> {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn tool(&self) -> &str {
+        &self.tool
+    }
+    fn args(&self) -> &Value {
+        &self.args
+    }
+}
+
+/// Facts, owned or borrowed.
+#[derive(Clone, Copy)]
+pub(crate) enum FactsRef<'a> {
+    Owned(&'a Facts),
+    Borrowed(&'a FactsView<'a>),
+}
+
+/// Messages, owned or borrowed.
+#[derive(Clone, Copy)]
+pub(crate) enum MessagesRef<'a> {
+    Owned(&'a [Message]),
+    Borrowed(&'a MessageTable<'a>),
+}
+
+/// The `latched` fact, owned or borrowed.
+#[derive(Clone, Copy)]
+pub(crate) enum LatchedRef<'a> {
+    Flag(bool),
+    Owned(&'a BTreeMap<String, bool>),
+    Borrowed(&'a [(Cow<'a, str>, bool)]),
+}
+
+/// Earlier calls, owned or borrowed.
+#[derive(Clone, Copy)]
+pub(crate) enum CalledRef<'a> {
+    Owned(&'a [CalledTool]),
+    Borrowed(&'a [(Cow<'a, str>, bool)]),
+}
+
+impl<'a> From<&'a Request> for FactsRef<'a> {
+    fn from(r: &'a Request) -> Self {
+        FactsRef::Owned(&r.facts)
+    }
+}
+
+impl<'a> FactsRef<'a> {
+    pub(crate) fn stage(self) -> Option<&'a str> {
+        match self {
+            FactsRef::Owned(f) => f.stage.as_deref(),
+            FactsRef::Borrowed(f) => f.stage.as_deref(),
+        }
+    }
+
+    pub(crate) fn stage_turns(self) -> Option<u64> {
+        match self {
+            FactsRef::Owned(f) => f.stage_turns,
+            FactsRef::Borrowed(f) => f.stage_turns,
+        }
+    }
+
+    pub(crate) fn latched(self) -> LatchedRef<'a> {
+        match self {
+            FactsRef::Owned(f) => match &f.latched {
+                Latched::Flag(b) => LatchedRef::Flag(*b),
+                Latched::ByName(m) => LatchedRef::Owned(m),
+            },
+            FactsRef::Borrowed(f) => match &f.latched {
+                LatchedView::Flag(b) => LatchedRef::Flag(*b),
+                LatchedView::ByName(v) => LatchedRef::Borrowed(v),
+            },
+        }
+    }
+
+    pub(crate) fn messages(self) -> Option<MessagesRef<'a>> {
+        match self {
+            FactsRef::Owned(f) => f.messages.as_deref().map(MessagesRef::Owned),
+            FactsRef::Borrowed(f) => f.messages.as_ref().map(MessagesRef::Borrowed),
+        }
+    }
+
+    pub(crate) fn fields(self) -> Option<&'a Map<String, Value>> {
+        match self {
+            FactsRef::Owned(f) => f.fields.as_ref(),
+            FactsRef::Borrowed(f) => f.fields.as_ref(),
+        }
+    }
+
+    pub(crate) fn called(self) -> Option<CalledRef<'a>> {
+        match self {
+            FactsRef::Owned(f) => f.called.as_deref().map(CalledRef::Owned),
+            FactsRef::Borrowed(f) => f.called.as_deref().map(CalledRef::Borrowed),
+        }
+    }
+
+    /// A custom fact by its top-level key.
+    pub(crate) fn other(self, key: &str) -> Option<&'a Value> {
+        match self {
+            FactsRef::Owned(f) => f.other.get(key),
+            FactsRef::Borrowed(f) => f.other.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v),
+        }
+    }
+}
+
+impl LatchedRef<'_> {
+    /// The flag for the latch `name`; unnamed latches are unset.
+    pub(crate) fn get(self, name: &str) -> bool {
+        match self {
+            LatchedRef::Flag(b) => b,
+            LatchedRef::Owned(m) => m.get(name).copied().unwrap_or(false),
+            LatchedRef::Borrowed(v) => v
+                .iter()
+                .rev()
+                .find(|(k, _)| k == name)
+                .is_some_and(|(_, b)| *b),
+        }
+    }
+
+    /// True when any flag is set.
+    pub(crate) fn any(self) -> bool {
+        match self {
+            LatchedRef::Flag(b) => b,
+            LatchedRef::Owned(m) => m.values().any(|b| *b),
+            LatchedRef::Borrowed(v) => v.iter().any(|(k, _)| self.get(k)),
+        }
+    }
+}
+
+impl MessagesRef<'_> {
+    /// True when one of the last `within` client messages carries media of one of `kinds`
+    /// (any kind when `kinds` is empty).
+    pub(crate) fn client_sent_media(self, within: usize, kinds: &[Box<str>]) -> bool {
+        let wanted = |k: &str| kinds.is_empty() || kinds.iter().any(|w| **w == *k);
+        match self {
+            MessagesRef::Owned(ms) => ms
+                .iter()
+                .rev()
+                .filter(|m| m.from == "client")
+                .take(within)
+                .any(|m| m.media.iter().any(|k| wanted(k))),
+            MessagesRef::Borrowed(t) => t
+                .rows
+                .iter()
+                .rev()
+                .filter(|(client, _, _)| *client)
+                .take(within)
+                .any(|&(_, start, end)| {
+                    t.kinds[start as usize..end as usize]
+                        .iter()
+                        .any(|k| wanted(k))
+                }),
+        }
+    }
+
+    /// True when the conversation has at least `n` client messages.
+    pub(crate) fn client_count_at_least(self, n: u64) -> bool {
+        let Ok(need) = usize::try_from(n) else {
+            return false;
+        };
+        if need == 0 {
+            return true;
+        }
+        let clients = match self {
+            MessagesRef::Owned(ms) => ms.iter().filter(|m| m.from == "client").count(),
+            MessagesRef::Borrowed(t) => t.rows.iter().filter(|r| r.0).count(),
+        };
+        clients >= need
+    }
+}
+
+impl CalledRef<'_> {
+    /// True when an earlier call of `tool` succeeded.
+    pub(crate) fn succeeded(self, tool: &str) -> bool {
+        match self {
+            CalledRef::Owned(cs) => cs.iter().any(|c| c.ok && c.tool == tool),
+            CalledRef::Borrowed(cs) => cs.iter().any(|(t, ok)| *ok && t == tool),
+        }
+    }
+}
