@@ -532,6 +532,7 @@ impl Compiler {
             cond,
             fail_open,
             refusal,
+            requirement: refusal::requirement(&decl.requires, &hosts).into(),
         })
     }
 
