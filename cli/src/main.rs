@@ -1,4 +1,4 @@
-//! `toolgate`: check policies and evaluate tool-call batches from the command line.
+//! `toolgate`: check policies, evaluate tool-call batches and offer tools from the command line.
 
 mod command;
 mod server;
@@ -20,6 +20,8 @@ enum Command {
     Check(command::check::Args),
     /// Judge one request against a policy and print the response JSON.
     Eval(command::eval::Args),
+    /// Show which of the executor's tools the model may see in a turn, with requirement text.
+    Offer(command::offer::Args),
     /// Run the decision server over a directory of policies.
     Serve(command::serve::Args),
 }
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check(args) => command::check::run(&args),
         Command::Eval(args) => command::eval::run(&args),
+        Command::Offer(args) => command::offer::run(&args),
         Command::Serve(args) => command::serve::run(&args),
     }
 }

@@ -474,3 +474,89 @@ fn shutdown_flushes_the_decision_log() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn offer_filters_by_stage_carries_the_session_latch_and_reports_errors_like_decide() {
+    let s = start(
+        "offer",
+        &[("coach.gate", &coach_source()), ("gate.gate", POLICY_A)],
+        &["--max-tools", "3"],
+    );
+    let a = &s.addr;
+    let tool = |name: &str| json!({"name": name, "description": format!("{name}."), "input_schema": {"type": "object"}});
+    let tools = json!([
+        tool("grade_attempt"),
+        tool("search_aws_docs"),
+        tool("delete_all")
+    ]);
+
+    let (st, v) = post_json(
+        a,
+        "/v1/offer",
+        &json!({"policy": "coach", "facts": {"stage": "coach"}, "tools": tools}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["policy"], "coach");
+    assert_eq!(v["tools"].as_array().unwrap().len(), 2);
+    assert_eq!(v["tools"][1], tool("search_aws_docs"));
+    assert_eq!(v["withheld"][0]["name"], "delete_all");
+    assert_eq!(v["withheld"][0]["reason"], "unclassified");
+    assert_eq!(v["disabled"], json!([]));
+
+    // A batch of the session's turn sets the latch; the next offer of that turn shows it.
+    let offer_in = |turn: &str| {
+        json!({"policy": "coach", "session": "s", "turn": turn,
+               "facts": {"stage": "coach"}, "tools": [tool("grade_attempt")]})
+    };
+    let (_, v) = post_json(a, "/v1/offer", &offer_in("t1"));
+    assert_eq!(v["disabled"], json!([]), "no batch yet");
+    let (_, d) = post_json(
+        a,
+        "/v1/decide",
+        &json!({"policy": "coach", "session": "s", "turn": "t1", "facts": {"stage": "coach"},
+                "calls": [{"id": "c", "tool": "search_aws_docs", "args": {"q": "x"}}]}),
+    );
+    assert_eq!(d["latched"], true);
+    let (_, v) = post_json(a, "/v1/offer", &offer_in("t1"));
+    assert_eq!(v["disabled"][0]["latch"], "documentation_read");
+    assert!(v["tools"][0]["description"]
+        .as_str()
+        .unwrap()
+        .starts_with("DISABLED FOR THIS TURN"));
+    let (_, v) = post_json(a, "/v1/offer", &offer_in("t2"));
+    assert_eq!(v["disabled"], json!([]), "a new user turn drops the latch");
+
+    // Errors: the same codes and locations as /v1/decide.
+    let (st, v) = post_json(a, "/v1/offer", &json!({"facts": {}, "tools": []}));
+    assert_eq!(st, 400);
+    assert_eq!(v["error"]["location"], "policy");
+    let (st, v) = post_json(
+        a,
+        "/v1/offer",
+        &json!({"policy": "coach", "tools": [{"description": "x"}]}),
+    );
+    assert_eq!(st, 400);
+    assert_eq!(v["error"]["location"], "tools[0].name");
+    let (st, v) = post_json(
+        a,
+        "/v1/offer",
+        &json!({"policy": "coach", "facts": {"stage": 1}, "tools": []}),
+    );
+    assert_eq!(st, 400);
+    assert_eq!(v["error"]["location"], "facts.stage");
+    let (st, v) = post_json(
+        a,
+        "/v1/offer",
+        &json!({"policy": "coach", "session": "s", "tools": []}),
+    );
+    assert_eq!(st, 400);
+    assert_eq!(v["error"]["location"], "turn");
+    let (st, _) = post_json(a, "/v1/offer", &json!({"policy": "other", "tools": []}));
+    assert_eq!(st, 404);
+    let four = json!([tool("a"), tool("b"), tool("c"), tool("d")]);
+    let (st, v) = post_json(a, "/v1/offer", &json!({"policy": "coach", "tools": four}));
+    assert_eq!(st, 413);
+    assert_eq!(v["error"]["location"], "tools");
+    let (st, body) = http(a, "POST", "/v1/offer", &[], b"{\"tools\": [");
+    assert_eq!(st, 400, "{body}");
+}

@@ -531,6 +531,7 @@ impl Compiler {
             cond,
             fail_open,
             refusal,
+            requirement: refusal::requirement(&decl.requires, &hosts).into(),
         })
     }
 

@@ -73,6 +73,8 @@ pub(crate) struct RuleInfo {
     pub(crate) cond: Cond,
     pub(crate) fail_open: bool,
     pub(crate) refusal: Arc<str>,
+    /// What the rule requires, in words (shown to the model when the tool is offered).
+    pub(crate) requirement: Arc<str>,
 }
 
 /// Refusals that do not come from a declaration.

@@ -68,11 +68,7 @@ pub(crate) fn rule(
     requires: &[Expr],
     hosts: &HostLookup<'_>,
 ) -> String {
-    let desc = requires
-        .iter()
-        .map(|e| describe(e, hosts))
-        .collect::<Vec<_>>()
-        .join(", and ");
+    let desc = requirement(requires, hosts);
     match kind {
         DenyKind::Precondition => format!(
             "Blocked: {desc}. This did NOT happen. Do not tell the customer it did. Ask for it, then call this function again."
@@ -83,6 +79,18 @@ pub(crate) fn rule(
         DenyKind::Host => format!("Blocked: {desc}. {NOT_HAPPENED} Use an allowed source instead."),
         _ => format!("Blocked by rule `{name}`: {desc}. {NOT_HAPPENED}"),
     }
+}
+
+/// What a rule requires, in words: its `require` lines described and joined with `, and `.
+///
+/// The WHAT of a generated refusal, and the requirement appended to a tool's description
+/// when it is offered to the model.
+pub(crate) fn requirement(requires: &[Expr], hosts: &HostLookup<'_>) -> String {
+    requires
+        .iter()
+        .map(|e| describe(e, hosts))
+        .collect::<Vec<_>>()
+        .join(", and ")
 }
 
 /// A plain-English statement of what a condition requires.

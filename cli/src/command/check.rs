@@ -1,5 +1,8 @@
-//! `toolgate check FILE...`: compile each policy and report diagnostics.
+//! `toolgate check FILE...`: compile each policy and report diagnostics; with `--tools`, also
+//! compare each policy with the executor's tool list.
 
+use super::tool_coverage;
+use super::tools_file::ToolsFile;
 use super::{display_name, read_input};
 use std::process::ExitCode;
 use toolgate_engine::Policy;
@@ -11,11 +14,27 @@ pub struct Args {
     /// Policy files (`.gate`) to check.
     #[arg(required = true)]
     files: Vec<String>,
+    /// The executor's tool definitions (a JSON array, or an object with `tools`): every tool
+    /// the policy never classified is an error, every policy tool missing from it a warning.
+    #[arg(long)]
+    tools: Option<String>,
 }
 
-/// Exit 0 when every file compiles (warnings allowed), 1 when any has errors.
+/// Exit 0 when every file compiles (warnings allowed) and, with `--tools`, classifies every
+/// executor tool; 1 otherwise.
 pub fn run(args: &Args) -> ExitCode {
     let mut failed = false;
+    if args.tools.as_deref() == Some("-") && args.files.iter().any(|f| f == "-") {
+        eprintln!("error: only one of --tools and the policy files can read standard input");
+        return ExitCode::from(1);
+    }
+    let tools = match args.tools.as_deref().map(ToolsFile::read).transpose() {
+        Ok(t) => t,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(1);
+        }
+    };
     for path in &args.files {
         let text = match read_input(path) {
             Ok(t) => t,
@@ -45,6 +64,9 @@ pub fn run(args: &Args) -> ExitCode {
                         "s"
                     },
                 );
+                if let Some(tools) = &tools {
+                    failed |= tool_coverage::report(&policy, tools);
+                }
             }
             Err(err) => {
                 eprintln!("{}", err.render());

@@ -2,7 +2,10 @@
 
 pub mod check;
 pub mod eval;
+pub mod offer;
 pub mod serve;
+mod tool_coverage;
+mod tools_file;
 
 use std::io::Read;
 

@@ -38,6 +38,9 @@ pub struct Args {
     /// Most messages in facts.messages.
     #[arg(long, default_value_t = 10_000)]
     max_messages: usize,
+    /// Most tool definitions in one /v1/offer request.
+    #[arg(long, default_value_t = 1024)]
+    max_tools: usize,
     /// Deepest JSON nesting accepted.
     #[arg(long, default_value_t = 64)]
     max_depth: usize,
@@ -61,6 +64,7 @@ pub fn run(args: &Args) -> ExitCode {
             body_bytes: args.max_body,
             calls: args.max_calls,
             messages: args.max_messages,
+            tools: args.max_tools,
             depth: args.max_depth,
         },
         session_ttl: Duration::from_secs(args.session_ttl),

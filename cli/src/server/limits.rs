@@ -1,7 +1,7 @@
 //! Caps on what a client may send, checked before any parsing work is spent on it.
 
 use super::api_error::ApiError;
-use toolgate_engine::Request;
+use toolgate_engine::{OfferRequest, Request};
 
 /// Size caps for one request.
 #[derive(Debug, Clone, Copy)]
@@ -12,6 +12,8 @@ pub struct Limits {
     pub calls: usize,
     /// Most messages in `facts.messages`.
     pub messages: usize,
+    /// Most tool definitions in one `/v1/offer` request.
+    pub tools: usize,
     /// Deepest JSON nesting.
     pub depth: usize,
 }
@@ -22,6 +24,7 @@ impl Default for Limits {
             body_bytes: 1 << 20,
             calls: 256,
             messages: 10_000,
+            tools: 1024,
             depth: 64,
         }
     }
@@ -73,7 +76,26 @@ impl Limits {
                 Some("calls".into()),
             ));
         }
-        if let Some(ms) = &request.facts.messages {
+        self.check_messages(&request.facts)
+    }
+
+    /// Refuses offer requests over the caps (tool definitions, messages).
+    pub fn check_offer(&self, request: &OfferRequest) -> Result<(), ApiError> {
+        if request.tools.len() > self.tools {
+            return Err(ApiError::too_large(
+                format!(
+                    "{} tool definitions; the limit is {}",
+                    request.tools.len(),
+                    self.tools
+                ),
+                Some("tools".into()),
+            ));
+        }
+        self.check_messages(&request.facts)
+    }
+
+    fn check_messages(&self, facts: &toolgate_engine::Facts) -> Result<(), ApiError> {
+        if let Some(ms) = &facts.messages {
             if ms.len() > self.messages {
                 return Err(ApiError::too_large(
                     format!("{} messages; the limit is {}", ms.len(), self.messages),

@@ -58,6 +58,7 @@ fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/v1/decide", post(routes::decide))
         .route("/v1/data/{module}/decide", post(routes::data_decide))
+        .route("/v1/offer", post(routes::offer))
         .route("/v1/check", post(routes::check))
         .route("/v1/reload", post(routes::reload))
         .route("/v1/policies", get(routes::policies))

@@ -12,7 +12,9 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Instant;
-use toolgate_engine::{Policy, Request, RequestError, Response as Decided};
+use toolgate_engine::{
+    OfferRequest, Policy, PolicySet, Request, RequestError, Response as Decided,
+};
 
 type Shared = State<Arc<AppState>>;
 
@@ -36,6 +38,42 @@ pub async fn decide(
         decision_id: &id,
     })
     .into_response())
+}
+
+/// `POST /v1/offer`: the executor's tool definitions as the model may see them this turn.
+pub async fn offer(
+    State(state): Shared,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let value = state.parse_body(body)?;
+    let request =
+        OfferRequest::from_value(value).map_err(|e| state.client_error(schema_error(e)))?;
+    state
+        .limits
+        .check_offer(&request)
+        .map_err(|e| state.client_error(e))?;
+    let set = state.store.snapshot();
+    if set.is_empty() {
+        return Err(ApiError::unavailable("no policy is loaded"));
+    }
+    let policy = state.pick_policy(&set, request.policy.as_deref())?;
+    let mut facts = request.facts;
+    // Read-only: an offer shows the latch the turn has set so far and records nothing.
+    if let Some((s, t)) = state.session_turn(&request.session, &request.turn)? {
+        if let Some(carried) = state.sessions.carried(&s, &t, Instant::now()) {
+            facts.latched = facts.latched.or(&carried);
+        }
+    }
+    Ok(Json(policy.offer(&facts, &request.tools)).into_response())
+}
+
+fn schema_error(e: RequestError) -> ApiError {
+    match e {
+        RequestError::Schema { path, message } => {
+            ApiError::bad_request("schema", message, Some(path))
+        }
+        other => ApiError::bad_request("schema", other.to_string(), None),
+    }
 }
 
 /// `POST /v1/data/{module}/decide`: the OPA shape, `{"input": ..}` in, `{"result": ..}` out.
@@ -212,17 +250,50 @@ impl AppState {
         })
     }
 
+    /// The policy a request names, or the only one loaded.
+    fn pick_policy<'a>(
+        &self,
+        set: &'a PolicySet,
+        name: Option<&str>,
+    ) -> Result<&'a Arc<Policy>, ApiError> {
+        match name {
+            Some(m) => set.get(m).ok_or_else(|| {
+                self.client_error(ApiError::not_found(format!(
+                    "no policy module `{m}` is loaded"
+                )))
+            }),
+            None => set.only().ok_or_else(|| {
+                self.client_error(ApiError::bad_request(
+                    "schema",
+                    "several policies are loaded; name one",
+                    Some("policy".into()),
+                ))
+            }),
+        }
+    }
+
+    /// The (session, turn) pair, when both are given; an error when only one is.
+    fn session_turn(
+        &self,
+        session: &Option<String>,
+        turn: &Option<String>,
+    ) -> Result<Option<(String, String)>, ApiError> {
+        match (session, turn) {
+            (Some(s), Some(t)) => Ok(Some((s.clone(), t.clone()))),
+            (None, None) => Ok(None),
+            _ => Err(self.client_error(ApiError::bad_request(
+                "schema",
+                "`session` and `turn` go together",
+                Some(if session.is_some() { "turn" } else { "session" }.into()),
+            ))),
+        }
+    }
+
     /// Parses, routes and judges one request; records sessions, metrics and the log.
     fn judge(&self, value: Value, module: Option<&str>) -> Result<(Decided, String), ApiError> {
         let started = Instant::now();
-        let mut request = Request::from_value(value).map_err(|e| {
-            self.client_error(match e {
-                RequestError::Schema { path, message } => {
-                    ApiError::bad_request("schema", message, Some(path))
-                }
-                other => ApiError::bad_request("schema", other.to_string(), None),
-            })
-        })?;
+        let mut request =
+            Request::from_value(value).map_err(|e| self.client_error(schema_error(e)))?;
         self.limits
             .check_request(&request)
             .map_err(|e| self.client_error(e))?;
@@ -230,21 +301,7 @@ impl AppState {
         if set.is_empty() {
             return Err(ApiError::unavailable("no policy is loaded"));
         }
-        let name = module.or(request.policy.as_deref());
-        let policy = match name {
-            Some(m) => set.get(m).ok_or_else(|| {
-                self.client_error(ApiError::not_found(format!(
-                    "no policy module `{m}` is loaded"
-                )))
-            })?,
-            None => set.only().ok_or_else(|| {
-                self.client_error(ApiError::bad_request(
-                    "schema",
-                    "several policies are loaded; name one",
-                    Some("policy".into()),
-                ))
-            })?,
-        };
+        let policy = self.pick_policy(&set, module.or(request.policy.as_deref()))?;
         if module.is_some() && request.policy.as_deref().is_some_and(|p| Some(p) != module) {
             return Err(self.client_error(ApiError::bad_request(
                 "schema",
@@ -252,24 +309,7 @@ impl AppState {
                 Some("policy".into()),
             )));
         }
-        let session = match (&request.session, &request.turn) {
-            (Some(s), Some(t)) => Some((s.clone(), t.clone())),
-            (None, None) => None,
-            _ => {
-                return Err(self.client_error(ApiError::bad_request(
-                    "schema",
-                    "`session` and `turn` go together",
-                    Some(
-                        if request.session.is_some() {
-                            "turn"
-                        } else {
-                            "session"
-                        }
-                        .into(),
-                    ),
-                )))
-            }
-        };
+        let session = self.session_turn(&request.session, &request.turn)?;
         if let Some((s, t)) = &session {
             if let Some(carried) = self.sessions.carried(s, t, started) {
                 request.facts.latched = request.facts.latched.or(&carried);
