@@ -22,6 +22,8 @@ enum Command {
     Eval(command::eval::Args),
     /// Run the decision server over a directory of policies.
     Serve(command::serve::Args),
+    /// Run example tests and check invariants of policies (files or directories).
+    Test(command::test::Args),
 }
 
 fn main() -> ExitCode {
@@ -30,5 +32,6 @@ fn main() -> ExitCode {
         Command::Check(args) => command::check::run(&args),
         Command::Eval(args) => command::eval::run(&args),
         Command::Serve(args) => command::serve::run(&args),
+        Command::Test(args) => command::test::run(&args),
     }
 }

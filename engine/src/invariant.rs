@@ -194,7 +194,13 @@ impl Invariants {
     /// Whether invariant `index` applies to call `call` of `request` for every possible
     /// argument and every value of the facts a condition reads. Only the stage, the
     /// `latched` fact and the batch's tools are looked at.
-    pub fn applies(&self, index: usize, policy: &Policy, request: &Request, call: usize) -> Applies {
+    pub fn applies(
+        &self,
+        index: usize,
+        policy: &Policy,
+        request: &Request,
+        call: usize,
+    ) -> Applies {
         let Some(inv) = self.list.get(index) else {
             return Applies::No;
         };
@@ -246,7 +252,9 @@ fn build(
     let mut list = Vec::new();
     let mut seen: HashMap<&str, Span> = HashMap::new();
     for item in items {
-        let Item::Invariant(decl) = item else { continue };
+        let Item::Invariant(decl) = item else {
+            continue;
+        };
         if let Some(first) = seen.get(decl.name.name.as_str()) {
             let at = source.line_col(first.start);
             c.report(
@@ -264,7 +272,10 @@ fn build(
         if decl.subjects.is_empty() {
             lower.c.report_warning(
                 decl.name.span,
-                format!("invariant `{}` names no tool, so it always holds", decl.name.name),
+                format!(
+                    "invariant `{}` names no tool, so it always holds",
+                    decl.name.name
+                ),
                 "name tools, classes, `unclassified` or `any` after `never allow`",
             );
         }
@@ -347,8 +358,11 @@ impl Lowering<'_> {
                     } else {
                         let declared: Vec<&str> = self.policy.stages().collect();
                         self.c.report(
-                            Diagnostic::error(s.span, format!("the policy declares no stage `{}`", s.name))
-                                .with_help(format!("declared stages: {}", declared.join(", "))),
+                            Diagnostic::error(
+                                s.span,
+                                format!("the policy declares no stage `{}`", s.name),
+                            )
+                            .with_help(format!("declared stages: {}", declared.join(", "))),
                         );
                         return None;
                     }

@@ -17,7 +17,15 @@ pub(crate) struct GateParser;
 
 /// Keywords that start a top-level declaration; recovery resumes at a line starting with one.
 const ITEM_KEYWORDS: &[&str] = &[
-    "module", "write", "ingest", "read", "stage", "latch", "hosts", "rule", "invariant",
+    "module",
+    "write",
+    "ingest",
+    "read",
+    "stage",
+    "latch",
+    "hosts",
+    "rule",
+    "invariant",
     "invariants",
 ];
 
@@ -163,7 +171,8 @@ fn syntax_error(text: &str, base: usize, err: &pest::error::Error<Rule>) -> Diag
                 .any(|e| e.starts_with("a comparison operator"))
                 && "<>=!".contains(&token[..1.min(token.len())]))
                 || (token == "\"" && expected.iter().any(|e| e == "a string"));
-            if !noise && !covered && token.chars().all(|c| !c.is_alphanumeric()) {
+            let named = expected.iter().any(|e| e.contains(&format!("`{token}`")));
+            if !noise && !covered && !named && token.chars().all(|c| !c.is_alphanumeric()) {
                 push_unique(&mut expected, format!("`{token}`"));
             }
         }
@@ -244,6 +253,11 @@ fn help_for(text: &str, pos: usize, expected: &[String]) -> Option<String> {
     if found.is_empty() {
         return Some(
             "the file ends inside a declaration: finish it, and close any `{` with `}`".into(),
+        );
+    }
+    if expected.iter().any(|e| e.starts_with("`never allow")) {
+        return Some(
+            "an invariant reads `never allow TOOLS [when CONDITION] [unless CONDITION]`".into(),
         );
     }
     if expected.iter().any(|e| e == "a whole number") {
@@ -978,10 +992,8 @@ impl Builder {
                     for entry in part.into_inner() {
                         match entry.as_rule() {
                             Rule::inv_selectors => {
-                                decl.subjects = entry
-                                    .into_inner()
-                                    .map(|s| self.inv_selector(s))
-                                    .collect();
+                                decl.subjects =
+                                    entry.into_inner().map(|s| self.inv_selector(s)).collect();
                             }
                             Rule::inv_when => decl.when = self.inv_clause(entry),
                             Rule::inv_unless => decl.unless = self.inv_clause(entry),

@@ -76,7 +76,7 @@ pub(crate) fn friendly(rule: Rule) -> &'static str {
         Rule::inv_expr | Rule::inv_and | Rule::inv_not | Rule::inv_unary | Rule::inv_primary => {
             "a condition"
         }
-        Rule::stage_cmp | Rule::stage_op => "`==` or `!=`",
+        Rule::stage_cmp | Rule::stage_op => "`==`, `!=`",
         Rule::stage_in => "`in [..]`",
     }
 }

@@ -3,6 +3,7 @@
 pub mod check;
 pub mod eval;
 pub mod serve;
+pub mod test;
 
 use std::io::Read;
 
