@@ -23,8 +23,10 @@ pub struct Guide {
     pub kinds: Vec<String>,
     /// Tools named by `called_before`.
     pub called: Vec<String>,
-    /// Regexes used with `matches`, for generating matching strings.
-    pub regexes: Vec<String>,
+    /// Regexes used with `matches` on each `args.` path, for matching strings and near misses.
+    pub arg_regexes: BTreeMap<Vec<Seg>, Vec<String>>,
+    /// Regexes used with `matches` on each custom `facts.` path.
+    pub fact_regexes: BTreeMap<Vec<Seg>, Vec<String>>,
     /// `max_turns` per stage.
     pub max_turns: BTreeMap<String, u64>,
 }
@@ -110,9 +112,18 @@ impl Guide {
                         PathSegment::Index(i) => Seg::Index(*i),
                     })
                     .collect();
-                let values = candidates(pred, urls, &mut self.regexes);
+                let values = candidates(pred, urls);
+                let regex = match pred {
+                    Predicate::Matches(re) => Some(re.node.clone()),
+                    _ => None,
+                };
                 match path.root {
-                    PathRoot::Args => self.args.entry(segs).or_default().extend(values),
+                    PathRoot::Args => {
+                        if let Some(re) = regex {
+                            self.arg_regexes.entry(segs.clone()).or_default().push(re);
+                        }
+                        self.args.entry(segs).or_default().extend(values)
+                    }
                     PathRoot::Facts => match segs.first() {
                         Some(Seg::Key(k)) if k == "fields" => {
                             if let Some(Seg::Key(f)) = segs.get(1) {
@@ -120,7 +131,12 @@ impl Guide {
                             }
                         }
                         Some(Seg::Key(k)) if k == "stage" || k == "stage_turns" => {}
-                        Some(_) => self.facts.entry(segs).or_default().extend(values),
+                        Some(_) => {
+                            if let Some(re) = regex {
+                                self.fact_regexes.entry(segs.clone()).or_default().push(re);
+                            }
+                            self.facts.entry(segs).or_default().extend(values)
+                        }
                         None => {}
                     },
                 }
@@ -184,7 +200,7 @@ fn dedup(v: &mut Vec<Value>) {
 }
 
 /// Values at, around and beside what a predicate tests for.
-fn candidates(pred: &Predicate, urls: &[Value], regexes: &mut Vec<String>) -> Vec<Value> {
+fn candidates(pred: &Predicate, urls: &[Value]) -> Vec<Value> {
     let mut out = vec![
         json!(null),
         json!(""),
@@ -200,10 +216,7 @@ fn candidates(pred: &Predicate, urls: &[Value], regexes: &mut Vec<String>) -> Ve
                 out.extend(literal_neighbours(&l.node));
             }
         }
-        Predicate::Matches(re) => {
-            regexes.push(re.node.clone());
-            out.push(json!(re.node.clone()));
-        }
+        Predicate::Matches(re) => out.push(json!(re.node.clone())),
         Predicate::InHosts(_) => out.extend(urls.iter().cloned()),
         Predicate::Is(_) | Predicate::Exists => {
             out.extend([json!("x"), json!(1), json!(1.5), json!(false)]);

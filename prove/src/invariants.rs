@@ -411,16 +411,17 @@ fn set_path(root: &mut Value, path: &[Seg], v: Value) {
     }
 }
 
-/// Strings that match a regex, and near misses, for every regex the policy uses.
-fn regex_strategies(guide: &Guide) -> Vec<BoxedStrategy<Value>> {
+/// Strings that match each regex, and near misses.
+fn regex_strategies(regexes: Option<&Vec<String>>) -> Vec<(u32, BoxedStrategy<Value>)> {
     let mut out = Vec::new();
-    for re in &guide.regexes {
+    for re in regexes.into_iter().flatten() {
         let body = re.strip_prefix('^').unwrap_or(re);
         let body = body.strip_suffix('$').unwrap_or(body);
         if let Ok(s) = proptest::string::string_regex(body) {
             let s = s.boxed();
-            out.push(s.clone().prop_map(Value::from).boxed());
-            out.push(
+            out.push((4, s.clone().prop_map(Value::from).boxed()));
+            out.push((
+                2,
                 (s, 0..4usize)
                     .prop_map(|(s, how)| {
                         Value::from(match how {
@@ -431,7 +432,7 @@ fn regex_strategies(guide: &Guide) -> Vec<BoxedStrategy<Value>> {
                         })
                     })
                     .boxed(),
-            );
+            ));
         }
     }
     out
@@ -439,7 +440,7 @@ fn regex_strategies(guide: &Guide) -> Vec<BoxedStrategy<Value>> {
 
 fn value_strategy(
     values: &[Value],
-    regexes: &[BoxedStrategy<Value>],
+    regexes: Vec<(u32, BoxedStrategy<Value>)>,
 ) -> BoxedStrategy<Option<Value>> {
     let mut alts: Vec<(u32, BoxedStrategy<Option<Value>>)> = vec![(1, Just(None).boxed())];
     if !values.is_empty() {
@@ -448,8 +449,8 @@ fn value_strategy(
             prop::sample::select(values.to_vec()).prop_map(Some).boxed(),
         ));
     }
-    for r in regexes {
-        alts.push((2, r.clone().prop_map(Some).boxed()));
+    for (weight, r) in regexes {
+        alts.push((weight, r.prop_map(Some).boxed()));
     }
     prop::strategy::Union::new_weighted(alts).boxed()
 }
@@ -496,16 +497,15 @@ fn boundary_messages(windows: Vec<usize>, kinds: Vec<String>) -> BoxedStrategy<V
 }
 
 fn case_strategy(guide: &Guide, points: usize) -> BoxedStrategy<Case> {
-    let regexes = regex_strategies(guide);
     let args: Vec<BoxedStrategy<Option<Value>>> = guide
         .args
-        .values()
-        .map(|v| value_strategy(v, &regexes))
+        .iter()
+        .map(|(path, v)| value_strategy(v, regex_strategies(guide.arg_regexes.get(path))))
         .collect();
     let facts: Vec<BoxedStrategy<Option<Value>>> = guide
         .facts
-        .values()
-        .map(|v| value_strategy(v, &regexes))
+        .iter()
+        .map(|(path, v)| value_strategy(v, regex_strategies(guide.fact_regexes.get(path))))
         .collect();
     let mut kinds = guide.kinds.clone();
     kinds.extend(["image".to_string(), "video".to_string()]);
