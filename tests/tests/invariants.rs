@@ -301,7 +301,10 @@ fn bad_references_are_located_errors_with_hints() {
     let e = compile_err(&format!(
         "{base}invariant i {{ never allow pay when stage = a }}\n"
     ));
-    assert!(e.contains("4:42: error: expected `in`, `==`, `!=` or `(`, found `=`"), "{e}");
+    assert!(
+        e.contains("4:42: error: expected `in`, `==`, `!=` or `(`, found `=`"),
+        "{e}"
+    );
     assert!(e.contains("help: compare with `==`"), "{e}");
     let e = compile_err(&format!("{base}invariant i {{ never pay }}\n"));
     assert!(e.contains("never allow TOOLS"), "{e}");

@@ -36,6 +36,10 @@ struct Tally {
 
 /// Runs the tests; see the module docs for the exit status.
 pub fn run(args: &Args) -> ExitCode {
+    if let Some(missing) = args.paths.iter().find(|p| !p.exists()) {
+        eprintln!("error: `{}` does not exist", missing.display());
+        return ExitCode::from(2);
+    }
     let policies = discover(&args.paths);
     if policies.is_empty() {
         eprintln!("error: no policy (`.gate` file) found in the paths given");
