@@ -24,6 +24,8 @@ enum Command {
     Offer(command::offer::Args),
     /// Run the decision server over a directory of policies.
     Serve(command::serve::Args),
+    /// Run example tests and check invariants of policies (files or directories).
+    Test(command::test::Args),
 }
 
 fn main() -> ExitCode {
@@ -33,5 +35,6 @@ fn main() -> ExitCode {
         Command::Eval(args) => command::eval::run(&args),
         Command::Offer(args) => command::offer::run(&args),
         Command::Serve(args) => command::serve::run(&args),
+        Command::Test(args) => command::test::run(&args),
     }
 }

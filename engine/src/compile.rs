@@ -75,7 +75,15 @@ impl Policy {
             Some(parts) if errors.is_empty() => {
                 let mut warnings = warnings;
                 warnings.sort_by_key(|d| d.span.start);
-                Ok(parts.finish(&ast, text, warnings, source))
+                let mut policy = parts.finish(&ast, text, warnings, source.clone());
+                // Invariants are compiled against the finished tables; they never change them.
+                crate::invariant::attach_inline(&mut policy, &ast).map_err(|diagnostics| {
+                    CompileError {
+                        source_file: source,
+                        diagnostics,
+                    }
+                })?;
+                Ok(policy)
             }
             _ => {
                 let mut diagnostics = errors;
@@ -90,7 +98,7 @@ impl Policy {
     }
 }
 
-struct Compiler {
+pub(crate) struct Compiler {
     source: SourceFile,
     diags: Vec<Diagnostic>,
     tool_index: HashMap<String, ToolId>,
@@ -144,7 +152,69 @@ impl Parts {
             },
             warnings,
             source,
+            invariants: crate::invariant::Invariants::default(),
         }
+    }
+}
+
+/// The hooks `invariant.rs` compiles invariants with: the policy's names, host lists and
+/// condition lowering, without a second copy of any of them.
+impl Compiler {
+    /// A compiler that knows the tools and host lists of an already compiled policy.
+    pub(crate) fn for_policy(policy: &Policy, source: SourceFile) -> Compiler {
+        let tools: Vec<(String, ToolClass, Span)> = policy
+            .tools
+            .iter()
+            .map(|t| (t.name.to_string(), t.class, Span::default()))
+            .collect();
+        Compiler {
+            source,
+            diags: Vec::new(),
+            tool_index: policy
+                .tools
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.name.to_string(), ToolId(i as u32)))
+                .collect(),
+            tools,
+            host_index: policy
+                .host_lists
+                .iter()
+                .enumerate()
+                .map(|(i, h)| (h.name.to_string(), HostListId(i as u32)))
+                .collect(),
+            host_lists: policy.host_lists.clone(),
+        }
+    }
+
+    /// Lowers a rule-language condition, reporting errors like a rule's `require` would.
+    pub(crate) fn lower_condition(&mut self, e: &ast::Expr) -> Option<Cond> {
+        self.cond(e, &mut Categories::default())
+    }
+
+    /// Declares a host list (an invariants file may declare its own).
+    pub(crate) fn declare_host_list(&mut self, decl: &ast::HostsDecl) {
+        self.host_list(decl);
+    }
+
+    /// Reports an error (a hint is added when it has none).
+    pub(crate) fn report(&mut self, d: Diagnostic) {
+        self.error(d);
+    }
+
+    /// Reports a warning.
+    pub(crate) fn report_warning(&mut self, span: Span, message: String, help: &str) {
+        self.warn(span, message, help);
+    }
+
+    /// The id of a classified tool.
+    pub(crate) fn tool_id(&self, name: &str) -> Option<ToolId> {
+        self.tool_index.get(name).copied()
+    }
+
+    /// The diagnostics and the host lists (the policy's, then any declared since).
+    pub(crate) fn into_results(self) -> (Vec<Diagnostic>, Vec<HostList>) {
+        (self.diags, self.host_lists)
     }
 }
 
@@ -310,7 +380,7 @@ impl Compiler {
                         rules.push(rule);
                     }
                 }
-                Item::Class(_) | Item::Hosts(_) => {}
+                Item::Class(_) | Item::Hosts(_) | Item::Invariant(_) => {}
             }
         }
 

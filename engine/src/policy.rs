@@ -32,6 +32,8 @@ pub struct Policy {
     pub(crate) fixed: FixedRefusals,
     pub(crate) warnings: Vec<Diagnostic>,
     pub(crate) source: SourceFile,
+    /// The invariants written in the policy itself; never read by `decide`.
+    pub(crate) invariants: crate::invariant::Invariants,
 }
 
 /// What the engine knows about one classified tool.
@@ -101,6 +103,12 @@ impl Policy {
     /// Warnings found while compiling (the policy compiled regardless).
     pub fn warnings(&self) -> &[Diagnostic] {
         &self.warnings
+    }
+
+    /// The invariants written inside the policy (`invariant NAME { never allow .. }`).
+    /// Decisions never read them; `toolgate test` and `toolgate-prove` check them.
+    pub fn invariants(&self) -> &crate::invariant::Invariants {
+        &self.invariants
     }
 
     /// The source the policy was compiled from.

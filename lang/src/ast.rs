@@ -42,6 +42,8 @@ pub enum Item {
     Hosts(HostsDecl),
     /// `rule NAME for TOOLS { ... }`.
     Rule(RuleDecl),
+    /// `invariant NAME { never allow ... }`: checked by `toolgate test`, never by decisions.
+    Invariant(InvariantDecl),
 }
 
 /// The capability class of a tool.
@@ -378,4 +380,84 @@ pub enum CallValue {
     Name(String),
     /// `[a, b]`.
     List(Vec<Spanned<CallValue>>),
+}
+
+/// A separate invariants file: `invariants for MODULE`, host lists and invariants.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvariantsFile {
+    /// The policy module the invariants apply to.
+    pub policy: Ident,
+    /// `hosts` and `invariant` declarations in source order.
+    pub items: Vec<Item>,
+}
+
+/// `invariant NAME { never allow SELECTORS [when COND] [unless COND] }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvariantDecl {
+    /// The invariant name, reported when it is violated.
+    pub name: Ident,
+    /// The calls the invariant is about.
+    pub subjects: Vec<InvSelector>,
+    /// The invariant only applies when this holds (absent: always).
+    pub when: Option<InvExpr>,
+    /// The invariant does not apply when this holds (absent: never excepted).
+    pub unless: Option<InvExpr>,
+    /// The whole declaration.
+    pub span: Span,
+}
+
+/// What an invariant selector names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InvSelector {
+    /// A class or a classified tool, as in rules and latches.
+    Selector(Selector),
+    /// Any tool the policy does not classify.
+    Unclassified(Span),
+    /// Every call.
+    Any(Span),
+}
+
+impl InvSelector {
+    /// Where the selector was written.
+    pub fn span(&self) -> Span {
+        match self {
+            InvSelector::Selector(s) => s.span(),
+            InvSelector::Unclassified(s) | InvSelector::Any(s) => *s,
+        }
+    }
+}
+
+/// A condition of an invariant: the rule condition language plus invariant-only atoms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvExpr {
+    /// What the condition is.
+    pub kind: InvExprKind,
+    /// Where it was written.
+    pub span: Span,
+}
+
+/// The forms an invariant condition can take.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InvExprKind {
+    /// `a and b and ...`.
+    And(Vec<InvExpr>),
+    /// `a or b or ...`.
+    Or(Vec<InvExpr>),
+    /// `not a`.
+    Not(Box<InvExpr>),
+    /// A rule condition: `true`, a test on `args.`/`facts.`, a built-in precondition.
+    Cond(Expr),
+    /// `stage == NAME` (`negated: false`), `stage != NAME` (`negated: true`), `stage in [..]`.
+    Stage {
+        /// The stages named.
+        stages: Vec<Ident>,
+        /// True for `!=`.
+        negated: bool,
+    },
+    /// `batch has SELECTOR`: another call of the same batch matches the selector.
+    BatchHas(InvSelector),
+    /// `latched`: the request's `latched` fact sets a latch.
+    Latched,
+    /// `fail_open`: the decision allowed the call only because a rule failed open.
+    FailOpen,
 }

@@ -13,5 +13,5 @@ mod rule_names;
 mod span;
 
 pub use diagnostic::{render_all, Diagnostic, Severity};
-pub use parser::parse;
+pub use parser::{parse, parse_invariants};
 pub use span::{LineCol, SourceFile, Span};

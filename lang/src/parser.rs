@@ -17,7 +17,16 @@ pub(crate) struct GateParser;
 
 /// Keywords that start a top-level declaration; recovery resumes at a line starting with one.
 const ITEM_KEYWORDS: &[&str] = &[
-    "module", "write", "ingest", "read", "stage", "latch", "hosts", "rule",
+    "module",
+    "write",
+    "ingest",
+    "read",
+    "stage",
+    "latch",
+    "hosts",
+    "rule",
+    "invariant",
+    "invariants",
 ];
 
 /// Parses a whole policy. Returns every syntax error found when it fails.
@@ -30,6 +39,44 @@ pub fn parse(text: &str) -> Result<Policy, Vec<Diagnostic>> {
             let policy = b.file(file);
             if b.errors.is_empty() {
                 Ok(policy)
+            } else {
+                Err(b.errors)
+            }
+        }
+        Err(err) => Err(recover(text, err)),
+    }
+}
+
+/// Parses a separate invariants file (`invariants for MODULE`, then `hosts` and `invariant`
+/// declarations). Returns every syntax error found when it fails.
+pub fn parse_invariants(text: &str) -> Result<InvariantsFile, Vec<Diagnostic>> {
+    pest::set_error_detail(true);
+    match GateParser::parse(Rule::invariants_file, text) {
+        Ok(mut pairs) => {
+            let file = pairs.next().ok_or_else(|| vec![internal(text)])?;
+            let mut b = Builder::new(0);
+            let mut policy = Ident {
+                name: String::new(),
+                span: Span::default(),
+            };
+            let mut items = Vec::new();
+            for inner in file.into_inner() {
+                match inner.as_rule() {
+                    Rule::invariants_for => {
+                        if let Some(n) = inner.into_inner().next() {
+                            policy = b.ident(n);
+                        }
+                    }
+                    Rule::EOI => {}
+                    _ => {
+                        if let Some(item) = b.item(inner) {
+                            items.push(item);
+                        }
+                    }
+                }
+            }
+            if b.errors.is_empty() {
+                Ok(InvariantsFile { policy, items })
             } else {
                 Err(b.errors)
             }
@@ -60,7 +107,8 @@ fn recover(text: &str, first: pest::error::Error<Rule>) -> Vec<Diagnostic> {
     for (i, &start) in starts.iter().enumerate() {
         let end = bounds[i + 1];
         let slice = &text[start..end];
-        if slice.trim_start().starts_with("module") {
+        let first_word = slice.split_whitespace().next().unwrap_or("");
+        if first_word == "module" || first_word == "invariants" {
             continue;
         }
         match GateParser::parse(Rule::item_only, slice) {
@@ -123,7 +171,8 @@ fn syntax_error(text: &str, base: usize, err: &pest::error::Error<Rule>) -> Diag
                 .any(|e| e.starts_with("a comparison operator"))
                 && "<>=!".contains(&token[..1.min(token.len())]))
                 || (token == "\"" && expected.iter().any(|e| e == "a string"));
-            if !noise && !covered && token.chars().all(|c| !c.is_alphanumeric()) {
+            let named = expected.iter().any(|e| e.contains(&format!("`{token}`")));
+            if !noise && !covered && !named && token.chars().all(|c| !c.is_alphanumeric()) {
                 push_unique(&mut expected, format!("`{token}`"));
             }
         }
@@ -204,6 +253,11 @@ fn help_for(text: &str, pos: usize, expected: &[String]) -> Option<String> {
     if found.is_empty() {
         return Some(
             "the file ends inside a declaration: finish it, and close any `{` with `}`".into(),
+        );
+    }
+    if expected.iter().any(|e| e.starts_with("`never allow")) {
+        return Some(
+            "an invariant reads `never allow TOOLS [when CONDITION] [unless CONDITION]`".into(),
         );
     }
     if expected.iter().any(|e| e == "a whole number") {
@@ -312,6 +366,7 @@ impl Builder {
             Rule::latch_decl => Item::Latch(self.latch_decl(p)),
             Rule::hosts_decl => Item::Hosts(self.hosts_decl(p)),
             Rule::rule_decl => Item::Rule(self.rule_decl(p)),
+            Rule::invariant_decl => Item::Invariant(self.invariant_decl(p)),
             _ => return None,
         })
     }
@@ -913,5 +968,182 @@ impl Builder {
             None => Literal::Null,
         };
         Spanned { node, span }
+    }
+}
+
+/// Invariant declarations and their conditions.
+impl Builder {
+    fn invariant_decl(&mut self, p: Pair<'_, Rule>) -> InvariantDecl {
+        let span = self.span(&p);
+        let mut decl = InvariantDecl {
+            name: Ident {
+                name: String::new(),
+                span,
+            },
+            subjects: Vec::new(),
+            when: None,
+            unless: None,
+            span,
+        };
+        for part in p.into_inner() {
+            match part.as_rule() {
+                Rule::name => decl.name = self.ident(part),
+                Rule::never_allow => {
+                    for entry in part.into_inner() {
+                        match entry.as_rule() {
+                            Rule::inv_selectors => {
+                                decl.subjects =
+                                    entry.into_inner().map(|s| self.inv_selector(s)).collect();
+                            }
+                            Rule::inv_when => decl.when = self.inv_clause(entry),
+                            Rule::inv_unless => decl.unless = self.inv_clause(entry),
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        decl
+    }
+
+    fn inv_clause(&mut self, p: Pair<'_, Rule>) -> Option<InvExpr> {
+        let e = p.into_inner().find(|x| x.as_rule() == Rule::inv_expr)?;
+        Some(self.inv_expr(e))
+    }
+
+    fn inv_selector(&mut self, p: Pair<'_, Rule>) -> InvSelector {
+        let span = self.span(&p);
+        let Some(inner) = p.into_inner().next() else {
+            return InvSelector::Any(span);
+        };
+        match inner.as_rule() {
+            Rule::kw_unclassified => InvSelector::Unclassified(span),
+            Rule::kw_any => InvSelector::Any(span),
+            _ => {
+                let sel = self.selectors_one(inner);
+                InvSelector::Selector(sel)
+            }
+        }
+    }
+
+    /// One `selector` pair: a class keyword or a tool.
+    fn selectors_one(&mut self, p: Pair<'_, Rule>) -> Selector {
+        let span = self.span(&p);
+        match p.into_inner().next() {
+            Some(i) if i.as_rule() == Rule::tool_class => Selector::Class(Spanned {
+                span: self.span(&i),
+                node: ToolClass::from_keyword(i.as_str()).unwrap_or(ToolClass::Read),
+            }),
+            Some(i) => Selector::Tool(self.ident(i)),
+            None => Selector::Tool(Ident {
+                name: String::new(),
+                span,
+            }),
+        }
+    }
+
+    fn inv_expr(&mut self, p: Pair<'_, Rule>) -> InvExpr {
+        let span = self.span(&p);
+        if self.depth >= MAX_NESTING {
+            if !self.too_deep {
+                self.too_deep = true;
+                self.errors.push(
+                    Diagnostic::error(
+                        span,
+                        format!("condition is nested more than {MAX_NESTING} levels deep"),
+                    )
+                    .with_help("split the invariant into several invariants"),
+                );
+            }
+            return InvExpr {
+                kind: InvExprKind::Cond(Expr {
+                    kind: ExprKind::Bool(false),
+                    span,
+                }),
+                span,
+            };
+        }
+        self.depth += 1;
+        let e = self.inv_expr_inner(p, span);
+        self.depth -= 1;
+        e
+    }
+
+    fn inv_expr_inner(&mut self, p: Pair<'_, Rule>, span: Span) -> InvExpr {
+        let kind = match p.as_rule() {
+            Rule::inv_expr | Rule::inv_and => {
+                let is_or = p.as_rule() == Rule::inv_expr;
+                let mut parts: Vec<InvExpr> = p
+                    .into_inner()
+                    .filter(|x| !matches!(x.as_rule(), Rule::kw_or | Rule::kw_and))
+                    .map(|x| self.inv_expr(x))
+                    .collect();
+                if parts.len() == 1 {
+                    if let Some(only) = parts.pop() {
+                        return only;
+                    }
+                }
+                if is_or {
+                    InvExprKind::Or(parts)
+                } else {
+                    InvExprKind::And(parts)
+                }
+            }
+            Rule::inv_not => {
+                let inner = p.into_inner().find(|x| x.as_rule() != Rule::kw_not);
+                let e = match inner {
+                    Some(i) => self.inv_expr(i),
+                    None => InvExpr {
+                        kind: InvExprKind::Cond(Expr {
+                            kind: ExprKind::Bool(false),
+                            span,
+                        }),
+                        span,
+                    },
+                };
+                InvExprKind::Not(Box::new(e))
+            }
+            Rule::kw_latched => InvExprKind::Latched,
+            Rule::kw_fail_open => InvExprKind::FailOpen,
+            Rule::stage_test => {
+                let mut stages = Vec::new();
+                let mut negated = false;
+                for part in p.into_inner() {
+                    match part.as_rule() {
+                        Rule::stage_cmp => {
+                            for x in part.into_inner() {
+                                match x.as_rule() {
+                                    Rule::stage_op => negated = x.as_str() == "!=",
+                                    Rule::name => stages.push(self.ident(x)),
+                                    _ => {}
+                                }
+                            }
+                        }
+                        Rule::stage_in => {
+                            for x in part.into_inner() {
+                                if x.as_rule() == Rule::name {
+                                    stages.push(self.ident(x));
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                InvExprKind::Stage { stages, negated }
+            }
+            Rule::batch_has => {
+                let sel = p.into_inner().find(|x| x.as_rule() == Rule::inv_selector);
+                match sel {
+                    Some(s) => InvExprKind::BatchHas(self.inv_selector(s)),
+                    None => InvExprKind::BatchHas(InvSelector::Any(span)),
+                }
+            }
+            _ => {
+                // `true`/`false`, a predicate or a built-in call: the rule language.
+                InvExprKind::Cond(self.expr(p))
+            }
+        };
+        InvExpr { kind, span }
     }
 }

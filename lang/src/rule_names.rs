@@ -59,5 +59,24 @@ pub(crate) fn friendly(rule: Rule) -> &'static str {
         Rule::exists => "`exists`",
         Rule::WHITESPACE | Rule::COMMENT => "whitespace",
         Rule::name_char => "a name character",
+        Rule::invariants_file | Rule::invariants_for => "`invariants for MODULE`",
+        Rule::invariant_decl => "`invariant`",
+        Rule::never_allow => "`never allow SELECTORS`",
+        Rule::inv_selectors => "a tool, a class, `unclassified`, `any` or a `[..]` list",
+        Rule::inv_selector => "a tool, a class, `unclassified` or `any`",
+        Rule::kw_unclassified => "`unclassified`",
+        Rule::kw_any => "`any`",
+        Rule::inv_when | Rule::kw_when => "`when CONDITION`",
+        Rule::inv_unless | Rule::kw_unless => "`unless CONDITION`",
+        Rule::kw_latched => "`latched`",
+        Rule::kw_fail_open => "`fail_open`",
+        Rule::kw_stage | Rule::stage_test => "`stage == NAME` or `stage in [..]`",
+        Rule::kw_batch | Rule::batch_has => "`batch has SELECTOR`",
+        Rule::kw_has => "`has`",
+        Rule::inv_expr | Rule::inv_and | Rule::inv_not | Rule::inv_unary | Rule::inv_primary => {
+            "a condition"
+        }
+        Rule::stage_cmp | Rule::stage_op => "`==`, `!=`",
+        Rule::stage_in => "`in [..]`",
     }
 }

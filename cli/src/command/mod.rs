@@ -4,6 +4,7 @@ pub mod check;
 pub mod eval;
 pub mod offer;
 pub mod serve;
+pub mod test;
 mod tool_coverage;
 mod tools_file;
 
