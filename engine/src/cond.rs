@@ -100,14 +100,14 @@ pub(crate) enum Test {
 
 /// A value found at a path.
 #[derive(Debug, Clone, Copy)]
-enum Found<'a> {
+pub(crate) enum Found<'a> {
     Json(&'a Value),
     Str(&'a str),
     Num(u64),
 }
 
 /// What looking up a path gave.
-enum Lookup<'a> {
+pub(crate) enum Lookup<'a> {
     Found(Found<'a>),
     /// A fact the request does not supply.
     Absent,
@@ -206,7 +206,7 @@ impl Cond {
     }
 }
 
-fn lookup<'a>(path: &ValuePath, env: &Env<'a>) -> Lookup<'a> {
+pub(crate) fn lookup<'a>(path: &ValuePath, env: &Env<'a>) -> Lookup<'a> {
     let (start, fail) = match &path.root {
         Root::Args => (env.args, Lookup::Missing),
         Root::Stage => {
@@ -261,7 +261,7 @@ fn walk<'a>(mut v: &'a Value, segs: &[Seg]) -> Option<&'a Value> {
     Some(v)
 }
 
-fn eval_test(path: &ValuePath, test: &Test, env: &Env<'_>) -> Truth {
+pub(crate) fn eval_test(path: &ValuePath, test: &Test, env: &Env<'_>) -> Truth {
     let found = match lookup(path, env) {
         Lookup::Found(f) => f,
         Lookup::Absent => {

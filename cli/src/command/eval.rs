@@ -16,6 +16,10 @@ pub struct Args {
     /// Print the response on one line instead of indented.
     #[arg(long)]
     compact: bool,
+    /// Print, for each call, every check that ran in order, what it looked at, and the
+    /// decision, instead of the response JSON.
+    #[arg(long)]
+    explain: bool,
 }
 
 /// Exit 0 whatever the decisions; 2 for a bad policy or a malformed request.
@@ -53,6 +57,9 @@ fn eval(args: &Args) -> Result<String, String> {
     policy
         .check_target(&request)
         .map_err(|e| format!("error: {}: {e}", display_name(&args.input)))?;
+    if args.explain {
+        return Ok(explain_text(&policy, &request));
+    }
     let response = policy.decide(&request);
     let json = if args.compact {
         serde_json::to_string(&response)
@@ -60,4 +67,30 @@ fn eval(args: &Args) -> Result<String, String> {
         serde_json::to_string_pretty(&response)
     };
     json.map_err(|e| format!("error: cannot write the response: {e}"))
+}
+
+/// The `--explain` report: a block per call, a line per check, then the decision.
+fn explain_text(policy: &Policy, request: &Request) -> String {
+    let mut out = String::new();
+    for (i, call) in policy.explain(request).iter().enumerate() {
+        let d = &call.decision;
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&format!("call {} `{}`\n", d.id, d.tool));
+        for step in &call.steps {
+            let mark = if step.passed { "pass" } else { "FAIL" };
+            out.push_str(&format!("  {mark}  {}: {}\n", step.check, step.detail));
+        }
+        match (&d.kind, &d.rule) {
+            (Some(kind), Some(rule)) => {
+                out.push_str(&format!("  => denied ({}) by `{rule}`\n", kind.as_str()))
+            }
+            _ if d.fail_open => {
+                out.push_str("  => allowed (a rule failed open: its facts were absent)\n")
+            }
+            _ => out.push_str("  => allowed\n"),
+        }
+    }
+    out.trim_end().to_string()
 }
