@@ -20,6 +20,8 @@ enum Command {
     Check(command::check::Args),
     /// Judge one request against a policy and print the response JSON.
     Eval(command::eval::Args),
+    /// Rewrite policies in the canonical layout (`--check`: only report the ones that differ).
+    Fmt(command::fmt::Args),
     /// Run the decision server over a directory of policies.
     Serve(command::serve::Args),
 }
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check(args) => command::check::run(&args),
         Command::Eval(args) => command::eval::run(&args),
+        Command::Fmt(args) => command::fmt::run(&args),
         Command::Serve(args) => command::serve::run(&args),
     }
 }

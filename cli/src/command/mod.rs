@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod eval;
+pub mod fmt;
 pub mod serve;
 
 use std::io::Read;
