@@ -184,9 +184,12 @@ impl<'a> Printer<'a> {
     }
 
     /// Closes a block or list whose closing token is at `r.start`: the comments still
-    /// pending inside it go at `depth + 1`, then `text` at `depth`.
+    /// pending inside it go at `depth + 1`, then `text` at `depth`. Comments between the
+    /// closing token and the end of the line (`] # c {`) go inside too, where a second run
+    /// will find them.
     pub fn close_line(&mut self, depth: usize, text: &str, r: Range) {
         self.leading(depth + 1, r.start, true);
+        self.leading(depth + 1, r.end, false);
         self.line(depth, text, r, false);
     }
 
