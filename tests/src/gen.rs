@@ -481,9 +481,26 @@ fn nonempty_sels() -> impl Strategy<Value = Sels> {
     sels().prop_filter("a rule needs a target", |s| !s.items.is_empty())
 }
 
+/// What a rule's conditions are made of, so that every denial kind is generated often.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    /// Only `args.` tests (kind `args`).
+    Args,
+    /// Only `in hosts` tests (kind `host`).
+    Hosts,
+    /// Only built-ins (kind `precondition`, fails open by default).
+    Builtins,
+    /// Anything, facts included (kind `rule`, or any when it happens to be pure).
+    Mixed,
+}
+
 /// A leaf test; `hosts` says which host lists exist.
-fn test(hosts: Vec<usize>) -> BoxedStrategy<Cond> {
-    let path = prop_oneof![4 => select(&ARG_PATHS[..]), 1 => select(&FACT_PATHS[..])];
+fn test(hosts: Vec<usize>, facts: bool) -> BoxedStrategy<Cond> {
+    let path = if facts {
+        prop_oneof![4 => select(&ARG_PATHS[..]), 2 => select(&FACT_PATHS[..])].boxed()
+    } else {
+        select(&ARG_PATHS[..]).boxed()
+    };
     let num = select(&NUMBERS[..]);
     let scalar = prop_oneof![
         select(&NUMBERS[..]).prop_map(str::to_string),
@@ -567,14 +584,33 @@ fn builtin() -> impl Strategy<Value = Cond> {
     .prop_map(Cond::Call)
 }
 
-/// A condition up to a few levels deep.
-pub fn cond(hosts: Vec<usize>) -> BoxedStrategy<Cond> {
-    let leaf = prop_oneof![
-        6 => test(hosts),
-        2 => builtin(),
-        1 => any::<bool>().prop_map(Cond::Bool),
-    ];
-    leaf.prop_recursive(3, 12, 3, |inner| {
+fn in_hosts(hosts: Vec<usize>) -> BoxedStrategy<Cond> {
+    (
+        prop_oneof![5 => Just("args.url"), 1 => select(&ARG_PATHS[..])],
+        select(hosts),
+    )
+        .prop_map(|(p, h)| Cond::Test(format!("{p} in hosts {}", HOST_LISTS[h])))
+        .boxed()
+}
+
+/// A condition of the given flavour, up to a few levels deep.
+pub fn cond(hosts: Vec<usize>, flavour: Flavour) -> BoxedStrategy<Cond> {
+    let leaf = match flavour {
+        Flavour::Args => {
+            prop_oneof![6 => test(Vec::new(), false), 1 => any::<bool>().prop_map(Cond::Bool)]
+                .boxed()
+        }
+        Flavour::Hosts if !hosts.is_empty() => in_hosts(hosts),
+        Flavour::Builtins | Flavour::Hosts => builtin().boxed(),
+        Flavour::Mixed => prop_oneof![
+            6 => test(hosts, true),
+            2 => builtin(),
+            1 => any::<bool>().prop_map(Cond::Bool),
+        ]
+        .boxed(),
+    };
+    let depth = if flavour == Flavour::Mixed { 3 } else { 1 };
+    leaf.prop_recursive(depth, 12, 3, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 2..4).prop_map(Cond::And),
             prop::collection::vec(inner.clone(), 2..4).prop_map(Cond::Or),
@@ -588,7 +624,7 @@ pub fn cond(hosts: Vec<usize>) -> BoxedStrategy<Cond> {
 /// A policy: classes, then stages, latches, host lists and rules, shuffled a little.
 pub fn spec() -> impl Strategy<Value = Spec> {
     // Each tool gets a class or none; tools are split over one or two declarations per class.
-    let classes = prop::collection::vec(prop::option::of(class()), TOOLS.len());
+    let classes = prop::collection::vec(prop::option::weighted(0.85, class()), TOOLS.len());
     let hosts = prop::collection::vec(
         (
             prop::option::of(prop_oneof![
@@ -606,7 +642,7 @@ pub fn spec() -> impl Strategy<Value = Spec> {
             let host_names: Vec<usize> = (0..hosts.len()).collect();
             let stages = prop::collection::vec(
                 (
-                    prop::option::of(prop::collection::vec(0..TOOLS.len(), 0..6)),
+                    prop::option::weighted(0.9, prop::collection::vec(0..TOOLS.len(), 0..7)),
                     prop::option::of(0u64..3),
                     prop::option::of(0..REFUSALS.len()),
                 ),
@@ -623,7 +659,16 @@ pub fn spec() -> impl Strategy<Value = Spec> {
             let rules = prop::collection::vec(
                 (
                     nonempty_sels(),
-                    prop::collection::vec(cond(host_names.clone()), 1..3),
+                    prop_oneof![
+                        Just(Flavour::Args),
+                        Just(Flavour::Hosts),
+                        Just(Flavour::Builtins),
+                        Just(Flavour::Mixed)
+                    ]
+                    .prop_flat_map({
+                        let host_names = host_names.clone();
+                        move |f| prop::collection::vec(cond(host_names.clone(), f), 1..3)
+                    }),
                     prop::option::of(0..REFUSALS.len()),
                     prop::option::of(any::<bool>()),
                 ),
@@ -888,5 +933,40 @@ pub fn request() -> impl Strategy<Value = Value> {
             Some(f) => json!({"facts": f, "calls": calls}),
             None => json!({"calls": calls}),
         }
+    })
+}
+
+/// A request aimed at `spec`: usually in one of its stages and calling that stage's tools, so
+/// that calls get past the fixed checks to the latches and rules; sometimes anything at all.
+pub fn request_for(spec: &Spec) -> impl Strategy<Value = Value> {
+    let stages: Vec<(&'static str, Vec<&'static str>)> = spec
+        .decls
+        .iter()
+        .filter_map(|d| match d {
+            Decl::Stage { name, tools, .. } => Some((
+                STAGES[*name],
+                tools.iter().flatten().map(|t| TOOLS[*t]).collect(),
+            )),
+            _ => None,
+        })
+        .collect();
+    (request(), prop::collection::vec(any::<u8>(), 8)).prop_map(move |(mut req, dice)| {
+        if stages.is_empty() || dice[0] % 5 == 0 {
+            return req;
+        }
+        let (stage, tools) = &stages[dice[1] as usize % stages.len()];
+        if let Some(facts) = req.get_mut("facts").and_then(Value::as_object_mut) {
+            facts.insert("stage".into(), json!(stage));
+        } else {
+            req["facts"] = json!({ "stage": stage });
+        }
+        if let Some(calls) = req.get_mut("calls").and_then(Value::as_array_mut) {
+            for (i, call) in calls.iter_mut().enumerate() {
+                if !tools.is_empty() && dice[2 + i % 6] % 4 != 0 {
+                    call["tool"] = json!(tools[dice[2 + i % 6] as usize % tools.len()]);
+                }
+            }
+        }
+        req
     })
 }

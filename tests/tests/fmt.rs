@@ -36,7 +36,10 @@ fn check_properties(src: &str) -> String {
         "formatting changed the tree\n--- source:\n{src}\n--- formatted:\n{once}"
     );
     let twice = fmt(&once);
-    assert_eq!(twice, once, "not idempotent\n--- first:\n{once}\n--- second:\n{twice}");
+    assert_eq!(
+        twice, once,
+        "not idempotent\n--- first:\n{once}\n--- second:\n{twice}"
+    );
     for line in once.lines() {
         assert_eq!(line, line.trim_end(), "trailing whitespace in {line:?}");
     }
