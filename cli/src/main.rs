@@ -22,6 +22,8 @@ enum Command {
     Eval(command::eval::Args),
     /// Show which of the executor's tools the model may see in a turn, with requirement text.
     Offer(command::offer::Args),
+    /// Rewrite policies in the canonical layout (`--check`: only report the ones that differ).
+    Fmt(command::fmt::Args),
     /// Run the decision server over a directory of policies.
     Serve(command::serve::Args),
     /// Run example tests and check invariants of policies (files or directories).
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
         Command::Check(args) => command::check::run(&args),
         Command::Eval(args) => command::eval::run(&args),
         Command::Offer(args) => command::offer::run(&args),
+        Command::Fmt(args) => command::fmt::run(&args),
         Command::Serve(args) => command::serve::run(&args),
         Command::Test(args) => command::test::run(&args),
     }

@@ -8,10 +8,16 @@
 
 pub mod ast;
 mod diagnostic;
+mod fmt;
+mod fmt_comments;
+mod fmt_expr;
+mod fmt_printer;
+mod fmt_spanless;
 mod parser;
 mod rule_names;
 mod span;
 
 pub use diagnostic::{render_all, Diagnostic, Severity};
+pub use fmt::{format_source, MAX_WIDTH};
 pub use parser::{parse, parse_invariants};
 pub use span::{LineCol, SourceFile, Span};

@@ -5,6 +5,9 @@
 //! with a clear message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod gen;
+pub mod reference;
+
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 use toolgate_engine::{Decision, DenyKind, Policy, Request, Response};
@@ -23,6 +26,15 @@ pub fn example_path(name: &str) -> PathBuf {
         .join("stdlib-rules")
         .join("examples")
         .join(format!("{name}.gate"))
+}
+
+/// How many cases a property test runs: `TOOLGATE_PROPTEST_CASES` when set (to run longer),
+/// else `default`, sized so that the suite stays quick in a debug build.
+pub fn proptest_cases(default: u32) -> u32 {
+    std::env::var("TOOLGATE_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
 }
 
 /// The names of the three example policies.

@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod eval;
+pub mod fmt;
 pub mod offer;
 pub mod serve;
 pub mod test;
