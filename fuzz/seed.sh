@@ -19,9 +19,11 @@ for f in "$root"/tests/fixtures/scenarios/*.json; do
         "$f" > "$here/corpus/decide_json/scenario_$(basename "$f")" 2>/dev/null \
         || cp "$f" "$here/corpus/decide_json/scenario_$(basename "$f")"
 done
-for f in "$root"/tests/fixtures/fuzz/*/*; do
-    [ -f "$f" ] || continue
-    target=$(basename "$(dirname "$f")")
-    [ -d "$here/corpus/$target" ] && cp "$f" "$here/corpus/$target/regression_$(basename "$f")"
+# The regression inputs replayed by tests/tests/robustness.rs.
+for f in "$root"/tests/fixtures/fuzz/policies/*; do
+    cp "$f" "$here/corpus/parse_compile/regression_$(basename "$f")"
+done
+for f in "$root"/tests/fixtures/fuzz/requests/*; do
+    cp "$f" "$here/corpus/decide_json/regression_$(basename "$f")"
 done
 echo "seeded: $(ls "$here/corpus/parse_compile" | wc -l) policies, $(ls "$here/corpus/decide_json" | wc -l) requests"
