@@ -1,6 +1,6 @@
 //! Host allowlist edge cases, through the coach policy's `vendor_docs` list
 //! (https only; `aws.amazon.com`, `.aws.amazon.com`, `developers.cloudflare.com`) and small
-//! test policies.
+//! test policies; and properties over generated lists and URLs (see the end of the file).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use serde_json::{json, Value};
@@ -462,4 +462,298 @@ rule odd_only for fetch { require args.url in hosts odd }
     assert!(!f("mailto:someone@example.com"));
     assert!(!f("file:///etc/passwd"));
     assert!(!f("git:example.com"));
+}
+
+// ---- properties over generated allowlists and URLs ---------------------------------------
+
+mod generated {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// `TOOLGATE_PROPTEST_CASES` when set, else `default`.
+    fn config(default: u32) -> ProptestConfig {
+        let cases = std::env::var("TOOLGATE_PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(default);
+        ProptestConfig {
+            cases,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    /// One list entry: a bare host (`exact`) or a `.suffix`, lowercase ASCII labels.
+    #[derive(Debug, Clone)]
+    struct Entry {
+        suffix: bool,
+        body: String,
+    }
+
+    /// Labels always hold a letter with a Cyrillic look-alike, so every entry can be spoofed.
+    fn label() -> impl Strategy<Value = String> {
+        "[aceopxy][a-z0-9]{0,3}"
+    }
+
+    fn entry() -> impl Strategy<Value = Entry> {
+        (any::<bool>(), prop::collection::vec(label(), 2..4)).prop_map(|(suffix, labels)| Entry {
+            suffix,
+            body: labels.join("."),
+        })
+    }
+
+    fn policy_for(entries: &[Entry]) -> Policy {
+        let list: Vec<String> = entries
+            .iter()
+            .map(|e| format!("\"{}{}\"", if e.suffix { "." } else { "" }, e.body))
+            .collect();
+        compile(&format!(
+            "module h\ningest fetch\nstage s {{ tools [fetch] }}\n\
+             hosts h {{ schemes [https] allow [{}] }}\n\
+             rule r for fetch {{ require args.url in hosts h }}\n",
+            list.join(", ")
+        ))
+    }
+
+    fn allows(p: &Policy, url: &str) -> bool {
+        judge(p, "s", "fetch", json!({ "url": url }), "r")
+    }
+
+    /// The reference reading: the URL parses (WHATWG), is https, its host is a domain, and
+    /// after one trailing dot is dropped it equals an exact entry or ends with `.suffix` with at
+    /// least one character before that dot (a label boundary, a proper subdomain).
+    fn reference_allows(entries: &[Entry], url: &str) -> bool {
+        let Ok(parsed) = url::Url::parse(url) else {
+            return false;
+        };
+        if parsed.scheme() != "https" {
+            return false;
+        }
+        let Some(url::Host::Domain(host)) = parsed.host() else {
+            return false;
+        };
+        let host = host.to_ascii_lowercase();
+        let host = host.strip_suffix('.').unwrap_or(&host);
+        entries.iter().any(|e| {
+            if e.suffix {
+                let dotted = format!(".{}", e.body);
+                host.len() > dotted.len() && host.ends_with(&dotted)
+            } else {
+                host == e.body
+            }
+        })
+    }
+
+    /// Pieces glued into a host: entry text, dots of several kinds, userinfo and path
+    /// separators, homoglyphs, encodings, whitespace, ports and IP forms.
+    fn piece(entries: Vec<Entry>) -> impl Strategy<Value = String> {
+        let bodies: Vec<String> = entries.iter().map(|e| e.body.clone()).collect();
+        prop_oneof![
+            4 => prop::sample::select(bodies.clone()),
+            2 => prop::sample::select(bodies).prop_map(|b| b.to_uppercase()),
+            2 => label(),
+            3 => prop::sample::select(vec![
+                ".", "..", "\u{FF0E}", "\u{3002}", "\u{FF61}", "%2E", "%2e", "@", ":443", ":99999",
+                ":", "\\", "/", "#", "?", " ", "\t", "\n", "%00", "%2F", "\u{0430}", "\u{043E}",
+                "\u{0435}", "\u{0441}", "xn--", "-", "evil", "evil.tld", "127.0.0.1", "0x7f.1",
+                "2130706433", "[::1]", "[::ffff:127.0.0.1]", "user:pw@", "\u{FF41}", "\u{200B}",
+            ]).prop_map(String::from),
+        ]
+    }
+
+    fn glued_url() -> impl Strategy<Value = (Vec<Entry>, String)> {
+        prop::collection::vec(entry(), 1..4).prop_flat_map(|entries| {
+            let scheme = prop::sample::select(vec!["https://", "HTTPS://", "http://", "https:"]);
+            let tail = prop::sample::select(vec!["/", "", "/x?y#z", "./", ":8443/p"]);
+            // Half the hosts end in `<separator><entry>`, so allowed URLs are common too.
+            let sep = prop::sample::select(vec!["", ".", ".", "\u{FF0E}", "%2E", "@", ".."]);
+            (
+                Just(entries.clone()),
+                (
+                    scheme,
+                    prop::collection::vec(piece(entries.clone()), 0..4),
+                    sep,
+                    piece(entries),
+                    tail,
+                )
+                    .prop_map(|(s, pieces, sep, last, t)| {
+                        format!("{s}{}{sep}{last}{t}", pieces.concat())
+                    }),
+            )
+        })
+    }
+
+    /// Replaces the `n`th letter that has a Cyrillic twin (`a c e o p x y`) with that twin.
+    fn homoglyph(body: &str, n: usize) -> String {
+        let twin = |c: char| match c {
+            'a' => Some('\u{0430}'),
+            'c' => Some('\u{0441}'),
+            'e' => Some('\u{0435}'),
+            'o' => Some('\u{043E}'),
+            'p' => Some('\u{0440}'),
+            'x' => Some('\u{0445}'),
+            'y' => Some('\u{0443}'),
+            _ => None,
+        };
+        let spots: Vec<usize> = body
+            .char_indices()
+            .filter(|(_, c)| twin(*c).is_some())
+            .map(|(i, _)| i)
+            .collect();
+        let at = spots[n % spots.len()];
+        let c = body[at..].chars().next().unwrap();
+        format!(
+            "{}{}{}",
+            &body[..at],
+            twin(c).unwrap(),
+            &body[at + c.len_utf8()..]
+        )
+    }
+
+    /// Look-alikes of a one-entry list's entry, each naming a host that is neither the entry
+    /// nor (for a suffix entry) one of its proper subdomains.
+    fn look_alikes(e: &Entry, glue: &str, sub: &str, n: usize) -> Vec<String> {
+        let b = &e.body;
+        // What a legitimate URL would put in the host position: the entry, or a subdomain.
+        let h = if e.suffix {
+            format!("{sub}.{b}")
+        } else {
+            b.clone()
+        };
+        let spoofed = homoglyph(b, n);
+        let spoofed_h = if e.suffix {
+            format!("{sub}.{spoofed}")
+        } else {
+            spoofed
+        };
+        let first_dot = b.find('.').unwrap();
+        vec![
+            // Prefix glue onto the entry's first label: not on a label boundary.
+            format!("https://{glue}{b}/"),
+            format!("https://{glue}-{b}/"),
+            // Suffix glue.
+            format!("https://{h}.evil.tld/"),
+            format!("https://{h}{glue}/"),
+            format!("https://{h}-{glue}.tld/"),
+            // Userinfo: the real host comes after the `@`.
+            format!("https://{h}@evil.tld/"),
+            format!("https://{h}:443@evil.tld/"),
+            format!("https://{glue}:{h}@evil.tld/{h}"),
+            // IDNA homoglyphs (Cyrillic letters), raw and already punycoded by the client.
+            format!("https://{spoofed_h}/"),
+            format!("https://{}/", idna_ascii(&spoofed_h)),
+            // Full-width and ideographic dots map to `.`: they cannot hide a suffix.
+            format!("https://{h}\u{FF0E}evil\u{FF0E}tld/"),
+            format!("https://{h}\u{3002}evil.tld/"),
+            // Extra dots: leading, doubled inside, two trailing.
+            format!("https://.{b}/"),
+            format!("https://{}..{}/", &b[..first_dot], &b[first_dot + 1..]),
+            format!("https://{h}../"),
+            // Ports: an invalid port does not parse; the host before a valid one is foreign.
+            format!("https://{h}:99999/"),
+            format!("https://{h}:443.evil.tld/"),
+            format!("https://evil.tld:443/{h}"),
+            // IP forms of loopback (the list names no IP).
+            format!("https://127.0.0.1/{h}"),
+            "https://2130706433/".to_string(),
+            "https://0x7f.1/".to_string(),
+            "https://[::ffff:127.0.0.1]/".to_string(),
+            // Backslashes end the host in special URLs.
+            format!("https://evil.tld\\@{h}/"),
+            format!("https://evil.tld\\{h}/"),
+            // Percent-encoding.
+            format!("https://{h}%2Eevil.tld/"),
+            format!("https://{h}%2Fx@evil.tld/"),
+            format!("https://{h}%00/"),
+            format!("https://evil%2Etld/{h}"),
+            // Whitespace: spaces do not parse; tabs and newlines are removed.
+            format!("https://{h} .evil.tld/"),
+            format!("https://{h}\t.evil.tld/"),
+            format!("https://{h}\n.evil.tld/"),
+            format!(" https://evil.tld/{h}"),
+            // Another scheme.
+            format!("http://{h}/"),
+        ]
+    }
+
+    /// The ASCII (punycode) form a client would send for a host, via the URL parser.
+    fn idna_ascii(host: &str) -> String {
+        url::Url::parse(&format!("https://{host}/"))
+            .ok()
+            .and_then(|u| u.host_str().map(String::from))
+            .unwrap_or_else(|| host.to_string())
+    }
+
+    proptest! {
+        #![proptest_config(config(256))]
+
+        /// Over URLs glued from the entries and hostile pieces, the engine allows exactly what
+        /// the reference reading allows: an allowed URL's host always equals an exact entry
+        /// or ends with a suffix entry on a label boundary, and every such URL is allowed.
+        #[test]
+        fn allowed_hosts_are_exact_entries_or_proper_subdomains((entries, url) in glued_url()) {
+            let p = policy_for(&entries);
+            prop_assert_eq!(allows(&p, &url), reference_allows(&entries, &url), "{:?} {:?}", url, entries);
+        }
+
+        /// Generated look-alikes of a one-entry list never pass, whatever the case of the
+        /// entry text in them.
+        #[test]
+        fn look_alikes_never_pass(
+            e in entry(),
+            glue in "[a-z0-9]{1,4}",
+            sub in label(),
+            n in any::<usize>(),
+            upper in any::<bool>(),
+        ) {
+            let p = policy_for(std::slice::from_ref(&e));
+            for url in look_alikes(&e, &glue, &sub, n) {
+                let url = if upper { url.to_uppercase() } else { url };
+                prop_assert!(!allows(&p, &url), "look-alike allowed: {:?} for {:?}", url, e);
+            }
+        }
+
+        /// The real thing passes however it is spelled: any case, one trailing dot, a port,
+        /// userinfo, path, query and fragment.
+        #[test]
+        fn listed_hosts_pass_in_every_legitimate_spelling(
+            e in entry(),
+            sub in label(),
+            upper in any::<bool>(),
+            dot in any::<bool>(),
+            port in prop::option::of(1u16..),
+            userinfo in prop::option::of("[a-z]{1,5}(:[a-z]{1,5})?"),
+            tail in prop::sample::select(vec!["", "/", "/a/b", "/x?u=https://evil.tld/", "#f@evil.tld"]),
+        ) {
+            let host = if e.suffix { format!("{sub}.{}", e.body) } else { e.body.clone() };
+            let host = if upper { host.to_uppercase() } else { host };
+            let url = format!(
+                "https://{}{host}{}{}{tail}",
+                userinfo.map(|u| format!("{u}@")).unwrap_or_default(),
+                if dot { "." } else { "" },
+                port.map(|p| format!(":{p}")).unwrap_or_default(),
+            );
+            let p = policy_for(std::slice::from_ref(&e));
+            prop_assert!(allows(&p, &url), "{:?} denied for {:?}", url, e);
+        }
+
+        /// The coach policy's real list: glued look-alikes of its entries never pass unless
+        /// the reference reading says the host is on the list.
+        #[test]
+        fn coach_vendor_docs_agree_with_the_reference(
+            pieces in prop::collection::vec(piece(vec![
+                Entry { suffix: false, body: "aws.amazon.com".into() },
+                Entry { suffix: true, body: "aws.amazon.com".into() },
+                Entry { suffix: false, body: "developers.cloudflare.com".into() },
+            ]), 1..6),
+        ) {
+            let entries = [
+                Entry { suffix: false, body: "aws.amazon.com".into() },
+                Entry { suffix: true, body: "aws.amazon.com".into() },
+                Entry { suffix: false, body: "developers.cloudflare.com".into() },
+            ];
+            let url = format!("https://{}/", pieces.concat());
+            prop_assert_eq!(fetch(json!({ "url": url })), reference_allows(&entries, &url), "{:?}", url);
+        }
+    }
 }

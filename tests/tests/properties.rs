@@ -1,20 +1,30 @@
 //! Property tests: latch order independence, write-once latches, no panics on arbitrary
-//! requests, and the shape of every decision.
+//! requests, the shape of every decision, batch order independence and default deny for every
+//! policy. Case counts keep the suite well under a minute in debug; set
+//! `TOOLGATE_PROPTEST_CASES` to run every property with that many cases instead.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
-use toolgate_engine::{DenyKind, Policy, Request, Response};
+use toolgate_engine::{DenyKind, LatchState, Policy, Request, Response, ToolClass};
 use toolgate_tests::{compile, example_policy};
 
 const CASES: u32 = 256;
 
+/// The case count: `TOOLGATE_PROPTEST_CASES` when set to a number, else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("TOOLGATE_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
 /// Modest case counts, and no regression files written into the source tree.
 fn config() -> ProptestConfig {
     ProptestConfig {
-        cases: CASES,
+        cases: cases(CASES),
         failure_persistence: None,
         ..ProptestConfig::default()
     }
@@ -376,6 +386,10 @@ fn facts() -> impl Strategy<Value = Value> {
 }
 
 fn calls() -> impl Strategy<Value = Value> {
+    calls_vec().prop_map(Value::Array)
+}
+
+fn calls_vec() -> impl Strategy<Value = Vec<Value>> {
     let args = prop_oneof![
         8 => prop::collection::btree_map(key(), arb_json(), 0..6)
             .prop_map(|m| Value::Object(m.into_iter().collect())),
@@ -386,7 +400,6 @@ fn calls() -> impl Strategy<Value = Value> {
             .prop_map(|(id, t, a)| json!({"id": id, "tool": t, "args": a})),
         0..8,
     )
-    .prop_map(Value::Array)
 }
 
 fn all_policies() -> Vec<&'static Policy> {
@@ -631,6 +644,248 @@ proptest! {
             prop_assert!(e.errors().count() > 0);
             let _ = e.render();
             let _ = e.to_string();
+        }
+    }
+}
+
+// ---- batch order, latches and default deny, for every policy ------------------------------
+
+/// What the source says about one latch, read from the AST (not from the compiled tables), so
+/// the latch properties check the compiler's reading against an independent one.
+#[derive(Debug)]
+struct LatchModel {
+    name: String,
+    setters: Vec<String>,
+    blocked: Vec<String>,
+}
+
+fn latch_models(policy: &Policy) -> Vec<LatchModel> {
+    use toolgate_lang::ast::{Item, Selector};
+    let ast = toolgate_lang::parse(policy.source().text()).unwrap();
+    let classes: Vec<(String, ToolClass)> = ast
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Class(c) => Some(c),
+            _ => None,
+        })
+        .flat_map(|c| c.tools.iter().map(|t| (t.name.clone(), c.class.node)))
+        .collect();
+    let select = |sels: &[Selector]| -> Vec<String> {
+        classes
+            .iter()
+            .filter(|(tool, class)| {
+                sels.iter().any(|s| match s {
+                    Selector::Class(c) => c.node == *class,
+                    Selector::Tool(t) => t.name == *tool,
+                })
+            })
+            .map(|(tool, _)| tool.clone())
+            .collect()
+    };
+    ast.items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Latch(l) => Some(LatchModel {
+                name: l.name.name.clone(),
+                setters: select(&l.set_by),
+                blocked: select(&l.blocks),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The response's latch state as one flag per latch name.
+fn latch_bits(models: &[LatchModel], state: &LatchState) -> BTreeMap<String, bool> {
+    match state {
+        LatchState::Flag(b) => models.iter().map(|m| (m.name.clone(), *b)).collect(),
+        LatchState::ByName(map) => map.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+    }
+}
+
+/// A policy's classified tools plus one it never classified.
+fn tools_of(policy: &Policy) -> Vec<String> {
+    let mut tools: Vec<String> = policy.tools().map(|(t, _)| t.to_string()).collect();
+    tools.push("never_classified".to_string());
+    tools
+}
+
+fn request_with(facts: &Value, calls: &[Value]) -> Option<Request> {
+    Request::from_json(&json!({"facts": facts, "calls": calls}).to_string()).ok()
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Permuting a batch permutes the decisions and changes nothing else: not the policy, the
+    /// revision, the latch state, nor any single decision.
+    #[test]
+    fn permuting_a_batch_permutes_the_decisions_and_nothing_else(
+        facts in facts(),
+        (calls, perm) in calls_vec().prop_flat_map(|c| {
+            let n = c.len();
+            (Just(c), Just((0..n).collect::<Vec<usize>>()).prop_shuffle())
+        }),
+    ) {
+        let permuted: Vec<Value> = perm.iter().map(|&i| calls[i].clone()).collect();
+        let (Some(req), Some(req_p)) = (request_with(&facts, &calls), request_with(&facts, &permuted))
+        else {
+            return Ok(());
+        };
+        for policy in all_policies() {
+            let a = policy.decide(&req);
+            let b = policy.decide(&req_p);
+            prop_assert_eq!(&a.policy, &b.policy);
+            prop_assert_eq!(&a.revision, &b.revision);
+            prop_assert_eq!(&a.latched, &b.latched, "{}", policy.module());
+            prop_assert_eq!(b.decisions.len(), a.decisions.len());
+            for (i, &from) in perm.iter().enumerate() {
+                prop_assert_eq!(&b.decisions[i], &a.decisions[from], "{}", policy.module());
+            }
+        }
+    }
+
+    /// For every policy and latch: a batch holding a setter anywhere leaves the latch set, and
+    /// then no call the latch blocks is allowed; a call that gets past the stage check is
+    /// denied with kind `latch`. Latches the batch does not set keep their incoming value.
+    #[test]
+    fn a_setter_anywhere_in_the_batch_blocks_every_blocked_call(
+        which in 0usize..4,
+        picks in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+        stage in any::<prop::sample::Index>(),
+        incoming in prop::collection::vec(any::<bool>(), 2),
+        flag_form in any::<bool>(),
+    ) {
+        let policy = all_policies()[which];
+        let models = latch_models(policy);
+        let tools = tools_of(policy);
+        let stages: Vec<&str> = policy.stages().collect();
+        let stage = stages[stage.index(stages.len())];
+        let batch: Vec<&str> = picks.iter().map(|i| tools[i.index(tools.len())].as_str()).collect();
+        let latched = if flag_form {
+            json!(incoming[0])
+        } else {
+            Value::Object(models.iter().enumerate()
+                .map(|(i, m)| (m.name.clone(), json!(incoming[i % 2]))).collect())
+        };
+        let incoming_bit = |i: usize| if flag_form { incoming[0] } else { incoming[i % 2] };
+        let calls: Vec<Value> = batch.iter().enumerate()
+            .map(|(i, t)| json!({"id": format!("c{i}"), "tool": t, "args": {}})).collect();
+        let r = judge(policy, &json!({"facts": {"stage": stage, "latched": latched}, "calls": calls}));
+        let out = latch_bits(&models, &r.latched);
+        let mut set = Vec::new();
+        for (i, m) in models.iter().enumerate() {
+            let has_setter = batch.iter().any(|t| m.setters.iter().any(|s| s == t));
+            let want = incoming_bit(i) || has_setter;
+            if models.len() > 1 {
+                prop_assert_eq!(out.get(&m.name).copied(), Some(want), "{}: {}", policy.module(), m.name);
+            }
+            if want {
+                set.push(m);
+            }
+        }
+        if models.len() == 1 {
+            prop_assert_eq!(r.latched.clone(), LatchState::Flag(!set.is_empty()));
+        }
+        for d in &r.decisions {
+            let blocked = set.iter().any(|m| m.blocked.contains(&d.tool));
+            if blocked {
+                prop_assert!(!d.allow, "{}: {:?} allowed under {:?}", policy.module(), d, set);
+                if policy.stage_allows(stage, &d.tool) {
+                    prop_assert_eq!(d.kind, Some(DenyKind::Latch), "{:?}", d);
+                    let by = d.rule.as_deref().unwrap_or_default();
+                    prop_assert!(set.iter().any(|m| m.name == by && m.blocked.contains(&d.tool)), "{:?}", d);
+                }
+            } else {
+                prop_assert_ne!(d.kind, Some(DenyKind::Latch), "{}: {:?}", policy.module(), d);
+            }
+        }
+    }
+
+    /// Within a turn, feeding each response's `latched` into the next batch, every latch only
+    /// ever goes from false to true, and is true exactly once a setter has appeared.
+    #[test]
+    fn latches_are_monotone_across_the_batches_of_a_turn(
+        which in 0usize..4,
+        batches in prop::collection::vec(prop::collection::vec(any::<prop::sample::Index>(), 0..5), 1..6),
+    ) {
+        let policy = all_policies()[which];
+        let models = latch_models(policy);
+        let tools = tools_of(policy);
+        let stage = policy.stages().next().unwrap().to_string();
+        let mut carried = json!(false);
+        let mut seen: Vec<&str> = Vec::new();
+        let mut before: BTreeMap<String, bool> = models.iter().map(|m| (m.name.clone(), false)).collect();
+        for picks in batches {
+            let batch: Vec<&str> = picks.iter().map(|i| tools[i.index(tools.len())].as_str()).collect();
+            seen.extend(&batch);
+            let calls: Vec<Value> = batch.iter().enumerate()
+                .map(|(i, t)| json!({"id": format!("c{i}"), "tool": t, "args": {}})).collect();
+            let r = judge(policy, &json!({"facts": {"stage": stage, "latched": carried}, "calls": calls}));
+            let now = latch_bits(&models, &r.latched);
+            for m in &models {
+                let was = before.get(&m.name).copied().unwrap_or(false);
+                let is = now.get(&m.name).copied().unwrap_or(false);
+                prop_assert!(!was || is, "{}: latch {} cleared within a turn", policy.module(), m.name);
+                let want = seen.iter().any(|t| m.setters.iter().any(|s| s == t));
+                prop_assert_eq!(is, want, "{}: latch {}", policy.module(), m.name);
+            }
+            before = now;
+            carried = serde_json::to_value(&r.latched).unwrap();
+        }
+    }
+
+    /// Default deny: a tool the policy never classified is denied `unclassified` in any stage
+    /// under any facts; a classified tool with no stage, an undefined stage, or a stage whose
+    /// whitelist lacks it is denied `stage`, naming that stage.
+    #[test]
+    fn unclassified_tools_and_undefined_or_missing_stages_always_deny(
+        facts in facts(),
+        unknown in "[a-z_]{1,12}|.{0,6}",
+        stage in prop_oneof![
+            Just(None),
+            "[a-z_]{1,12}".prop_map(Some),
+            prop::sample::select(vec!["main", "side", "coach", "chat", "intake_claim", "tier_auto_payout"])
+                .prop_map(|s| Some(s.to_string())),
+        ],
+    ) {
+        let Value::Object(mut facts) = facts else { return Ok(()); };
+        match &stage {
+            Some(s) => facts.insert("stage".into(), json!(s)),
+            None => facts.remove("stage"),
+        };
+        let facts = Value::Object(facts);
+        for policy in all_policies() {
+            let mut tools = tools_of(policy);
+            tools.push(unknown.clone());
+            let calls: Vec<Value> = tools.iter().enumerate()
+                .map(|(i, t)| json!({"id": format!("c{i}"), "tool": t, "args": {}})).collect();
+            let Some(req) = request_with(&facts, &calls) else { return Ok(()); };
+            let r = policy.decide(&req);
+            for d in &r.decisions {
+                if policy.class_of(&d.tool).is_none() {
+                    prop_assert!(!d.allow);
+                    prop_assert_eq!(d.kind, Some(DenyKind::Unclassified), "{:?}", d);
+                    prop_assert_eq!(d.rule.as_deref(), Some("unclassified"));
+                    continue;
+                }
+                match &stage {
+                    None => {
+                        prop_assert_eq!(d.kind, Some(DenyKind::Stage), "{:?}", d);
+                        prop_assert_eq!(d.rule.as_deref(), Some("stage"));
+                    }
+                    Some(s) if !policy.stages().any(|p| p == s) => {
+                        prop_assert_eq!(d.kind, Some(DenyKind::Stage), "{:?}", d);
+                        prop_assert_eq!(d.rule.as_deref(), Some(s.as_str()));
+                    }
+                    Some(s) if !policy.stage_allows(s, &d.tool) => {
+                        prop_assert_eq!(d.kind, Some(DenyKind::Stage), "{:?}", d);
+                        prop_assert_eq!(d.rule.as_deref(), Some(s.as_str()));
+                    }
+                    Some(_) => prop_assert_ne!(d.kind, Some(DenyKind::Unclassified)),
+                }
+            }
         }
     }
 }
