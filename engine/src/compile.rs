@@ -607,7 +607,12 @@ impl Compiler {
 
     fn cond(&mut self, e: &ast::Expr, cats: &mut Categories) -> Option<Cond> {
         Some(match &e.kind {
-            ExprKind::Bool(b) => Cond::Const(*b),
+            // A literal counts with the argument tests (docs/language.md): a rule that mixes
+            // one with built-in preconditions is a `rule`, and fails closed, not open.
+            ExprKind::Bool(b) => {
+                cats.args = true;
+                Cond::Const(*b)
+            }
             ExprKind::And(parts) => Cond::And(self.conds(parts, cats)?),
             ExprKind::Or(parts) => Cond::Or(self.conds(parts, cats)?),
             ExprKind::Not(inner) => Cond::Not(Box::new(self.cond(inner, cats)?)),

@@ -255,23 +255,6 @@ pub fn decide(policy: &Policy, request: &Value) -> RefResponse {
     RefResponse { latched, decisions }
 }
 
-/// True when the policy has a rule whose kind the docs and the engine read differently: a
-/// `true`/`false` literal in a rule otherwise made only of built-ins or only of `in hosts`
-/// tests. The docs' table puts literals with `args.` tests ("only other `args.` tests (and
-/// `true`/`false`)"), so such a rule is a mix, kind `rule`, failing closed by default; the
-/// engine ignores literals (kind `precondition` failing open, or `host`). Reported to the lead;
-/// the differential property skips these policies, and `differential.rs` keeps the case as an
-/// ignored test until one side changes.
-pub fn has_kind_ambiguity(policy: &Policy) -> bool {
-    policy.items.iter().any(|i| match i {
-        Item::Rule(r) => {
-            let s = seen(r);
-            s.boolean && !s.args && !s.facts && (s.builtin != s.hosts)
-        }
-        _ => false,
-    })
-}
-
 #[derive(Default)]
 struct Seen {
     hosts: bool,

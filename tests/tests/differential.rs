@@ -47,10 +47,6 @@ fn compare(src: &str, request: &Value) -> Result<(), String> {
         return Ok(());
     };
     let ast = toolgate_lang::parse(src).map_err(|d| format!("{d:?}"))?;
-    if reference::has_kind_ambiguity(&ast) {
-        // See `docs_and_engine_disagree_on_literals_in_a_precondition_rule` below.
-        return Ok(());
-    }
     let want = reference::decide(&ast, request);
     let got = engine(&policy, request);
     if want == got {
@@ -165,18 +161,11 @@ fn generated_cases_reach_every_outcome() {
     }
 }
 
-/// ENGINE/DOCS MISMATCH, found by the differential property (kept until the lead decides).
-///
-/// docs/language.md, "Denial kinds": kind `precondition` is for a rule made "only of built-in
-/// preconditions", and only such a rule defaults to `on_missing allow`; literals are listed
-/// with `args.` tests. So `require not false` + `require called_before(t2)` is a mix: kind
-/// `rule`, failing closed when `called` is absent. The engine ignores the literal (compile.rs,
-/// `Categories::kind`) and lets the call through with `fail_open: true`. The same holds for a
-/// literal beside only `in hosts` tests (engine: `host`, docs: `rule`). Either the docs should
-/// say literals are neutral, or the engine should count them; then drop `#[ignore]` (and flip
-/// the expectation if the docs change).
+/// Regression: found by the differential property. A `true`/`false` literal counts with the
+/// argument tests (docs/language.md, "Denial kinds"), so `require not false` beside a built-in
+/// precondition makes a mixed rule: kind `rule`, failing closed when `called` is absent. The
+/// engine used to ignore the literal and let the call through with `fail_open: true`.
 #[test]
-#[ignore = "engine and docs/language.md disagree on the kind of a rule mixing true/false with built-ins; see the doc comment"]
 fn docs_and_engine_disagree_on_literals_in_a_precondition_rule() {
     let src = "module m\ningest t2\nstage s0 { tools [t2] }\n\
                rule r1 for ingest {\n  require not false\n  require called_before(t2)\n}\n";
@@ -191,6 +180,6 @@ fn docs_and_engine_disagree_on_literals_in_a_precondition_rule() {
     );
     assert_eq!(
         got, want,
-        "engine: allowed, fail_open; docs: denied, kind rule"
+        "a literal beside a built-in makes a mixed rule that fails closed"
     );
 }
