@@ -128,6 +128,7 @@ impl Parts {
     ) -> Policy {
         let digest = Sha256::digest(text.as_bytes());
         let revision: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        let vault_aware = self.tools.iter().any(|t| !t.detokenise.is_empty());
         let mut custom_facts = Vec::new();
         for rule in &self.rules {
             rule.cond.collect_custom_facts(&mut custom_facts);
@@ -143,6 +144,7 @@ impl Parts {
             rules: self.rules,
             host_lists: self.host_lists,
             custom_facts: custom_facts.into_boxed_slice(),
+            vault_aware,
             fixed: FixedRefusals {
                 unclassified: refusal::unclassified().into(),
                 unknown_stage: refusal::unknown_stage().into(),
@@ -253,6 +255,9 @@ impl Compiler {
                 rules: Box::new([]),
                 sets: 0,
                 blocked_by: 0,
+                detokenise: Box::new([]),
+                // Third-party content can carry identifiers the vault never saw.
+                sanitise_output: *class == ToolClass::Ingest,
             })
             .collect();
         let mut tool_rules: Vec<Vec<RuleId>> = vec![Vec::new(); n];
@@ -264,6 +269,7 @@ impl Compiler {
         let mut latch_spans: HashMap<String, Span> = HashMap::new();
         let mut rules: Vec<RuleInfo> = Vec::new();
         let mut rule_spans: HashMap<String, Span> = HashMap::new();
+        let mut detokenise_spans: HashMap<ToolId, Span> = HashMap::new();
 
         // Pass 2: stages, latches and rules in source order.
         for item in &ast.items {
@@ -378,6 +384,44 @@ impl Compiler {
                             }
                         }
                         rules.push(rule);
+                    }
+                }
+                Item::Detokenise(decl) => {
+                    let Some(id) = self.tool_index.get(&decl.tool.name).copied() else {
+                        self.error(
+                            Diagnostic::error(
+                                decl.tool.span,
+                                format!(
+                                    "`detokenise` names tool `{}`, which is never classified",
+                                    decl.tool.name
+                                ),
+                            )
+                            .with_help("classify the tool, or fix the name"),
+                        );
+                        continue;
+                    };
+                    if let Some(first) = detokenise_spans.insert(id, decl.tool.span) {
+                        self.duplicate_name("`detokenise` for tool", &decl.tool, first);
+                        continue;
+                    }
+                    let mut paths = Vec::new();
+                    for path in &decl.paths {
+                        if path.root != PathRoot::Args || path.segments.is_empty() {
+                            self.error(
+                                Diagnostic::error(path.span, "a `detokenise` path must name an argument")
+                                    .with_help("write `args.NAME` (or a deeper path such as `args.patient.nhs_number`)"),
+                            );
+                            continue;
+                        }
+                        if let Some(p) = self.path(path) {
+                            paths.push(p.segs);
+                        }
+                    }
+                    tools[id.index()].detokenise = paths.into_boxed_slice();
+                }
+                Item::SanitiseOutput(decl) => {
+                    for t in self.select(&decl.targets, "`sanitise_output`") {
+                        tools[t.index()].sanitise_output = true;
                     }
                 }
                 Item::Class(_) | Item::Hosts(_) | Item::Invariant(_) => {}

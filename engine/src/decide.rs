@@ -14,6 +14,7 @@ use crate::ids::{RuleId, StageId, ToolId};
 use crate::policy::{Policy, StageInfo};
 use crate::request::Request;
 use crate::response::{Decision, DenyKind, LatchState, Response};
+use crate::vault;
 use crate::view::{CallLike, FactsRef, LatchedRef};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -204,17 +205,35 @@ impl Policy {
         let decisions = calls
             .iter()
             .zip(verdicts)
-            .map(|(call, v)| Decision {
-                id: call.id().to_owned(),
-                tool: call.tool().to_owned(),
-                allow: v.allowed(),
-                kind: self.deny_kind(*v),
-                rule: match v.0 {
-                    Outcome::UnknownStage => Some(Arc::from(stage.unwrap_or_default())),
-                    _ => self.denied_by_arc(*v).cloned(),
-                },
-                reason: self.refusal(*v).cloned(),
-                fail_open: v.fail_open(),
+            .map(|(call, v)| {
+                let mut d = Decision {
+                    id: call.id().to_owned(),
+                    tool: call.tool().to_owned(),
+                    allow: v.allowed(),
+                    kind: self.deny_kind(*v),
+                    rule: match v.0 {
+                        Outcome::UnknownStage => Some(Arc::from(stage.unwrap_or_default())),
+                        _ => self.denied_by_arc(*v).cloned(),
+                    },
+                    reason: self.refusal(*v).cloned(),
+                    fail_open: v.fail_open(),
+                    detokenise: Vec::new(),
+                    opaque_tokens: Vec::new(),
+                    sanitise_output: false,
+                };
+                if let (true, Some(id)) = (d.allow, self.tool_id(call.tool())) {
+                    let tool = &self.tools[id.index()];
+                    d.sanitise_output = tool.sanitise_output;
+                    if self.vault_aware {
+                        vault::sort_tokens(
+                            call.args(),
+                            &tool.detokenise,
+                            &mut d.detokenise,
+                            &mut d.opaque_tokens,
+                        );
+                    }
+                }
+                d
             })
             .collect();
         Response {

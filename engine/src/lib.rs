@@ -40,6 +40,7 @@ mod request;
 mod response;
 mod sessions;
 mod tool_set;
+mod vault;
 mod view;
 
 pub use compile::{MAX_SOURCE_BYTES, MAX_WINDOW};
@@ -56,6 +57,7 @@ pub use response::{Decision, DenyKind, LatchState, Response};
 pub use sessions::SessionStore;
 pub use toolgate_lang::ast::ToolClass;
 pub use toolgate_lang::{Diagnostic, Severity, SourceFile};
+pub use vault::TOKEN_PREFIX;
 
 #[cfg(test)]
 mod tests {

@@ -27,6 +27,9 @@ pub struct Policy {
     pub(crate) latches: Vec<LatchInfo>,
     pub(crate) rules: Vec<RuleInfo>,
     pub(crate) host_lists: Vec<HostList>,
+    /// True when some tool has `detokenise` permissions: only then are arguments scanned for
+    /// vault tokens while the response is built.
+    pub(crate) vault_aware: bool,
     /// Top-level keys of the custom facts some rule reads; the JSON reader skips the rest.
     pub(crate) custom_facts: Box<[Box<str>]>,
     pub(crate) fixed: FixedRefusals,
@@ -47,6 +50,10 @@ pub(crate) struct ToolInfo {
     pub(crate) sets: u64,
     /// Latches (bit per latch) that deny this tool while set.
     pub(crate) blocked_by: u64,
+    /// Argument paths whose vault tokens the executor may unwrap (each covers its subtree).
+    pub(crate) detokenise: Box<[Box<[crate::cond::Seg]>]>,
+    /// Whether the tool's output must be re-sanitised before the model sees it.
+    pub(crate) sanitise_output: bool,
 }
 
 /// One stage.

@@ -94,4 +94,15 @@ pub struct Decision {
     /// fails open.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fail_open: bool,
+    /// Argument paths carrying vault tokens the executor may unwrap for this call (allowed
+    /// calls of policies that declare `detokenise`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub detokenise: Vec<String>,
+    /// Argument paths carrying vault tokens that must reach the tool still wrapped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub opaque_tokens: Vec<String>,
+    /// True when the tool's output must be re-sanitised before the model sees it (ingest
+    /// tools, and tools named by `sanitise_output`). Set on allowed calls only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sanitise_output: bool,
 }

@@ -44,6 +44,31 @@ pub enum Item {
     Rule(RuleDecl),
     /// `invariant NAME { never allow ... }`: checked by `toolgate test`, never by decisions.
     Invariant(InvariantDecl),
+    /// `detokenise TOOL { args [..] }`: arguments that may receive vault-token cleartext.
+    Detokenise(DetokeniseDecl),
+    /// `sanitise_output SELECTORS`: tools whose output must be re-sanitised (ingest always is).
+    SanitiseOutput(SanitiseDecl),
+}
+
+/// `detokenise send_referral { args [args.nhs_number] }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetokeniseDecl {
+    /// The tool whose arguments may be unwrapped.
+    pub tool: Ident,
+    /// The argument paths (each rooted at `args`) that may receive cleartext; a path also
+    /// covers everything below it.
+    pub paths: Vec<Path>,
+    /// The whole declaration.
+    pub span: Span,
+}
+
+/// `sanitise_output [lookup_patient, read]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SanitiseDecl {
+    /// The tools or classes whose output must pass the executor's sanitiser.
+    pub targets: Vec<Selector>,
+    /// The whole declaration.
+    pub span: Span,
 }
 
 /// The capability class of a tool.

@@ -56,6 +56,15 @@ fn erase_policy(p: &mut Policy) {
                     m.span = Span::default();
                 }
             }
+            Item::Detokenise(d) => {
+                d.span = Span::default();
+                ident(&mut d.tool);
+                d.paths.iter_mut().for_each(|p| p.span = Span::default());
+            }
+            Item::SanitiseOutput(d) => {
+                d.span = Span::default();
+                d.targets.iter_mut().for_each(selector);
+            }
             Item::Invariant(i) => {
                 i.span = Span::default();
                 ident(&mut i.name);

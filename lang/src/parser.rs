@@ -27,6 +27,8 @@ const ITEM_KEYWORDS: &[&str] = &[
     "rule",
     "invariant",
     "invariants",
+    "detokenise",
+    "sanitise_output",
 ];
 
 /// Parses a whole policy. Returns every syntax error found when it fails.
@@ -367,6 +369,12 @@ impl Builder {
             Rule::hosts_decl => Item::Hosts(self.hosts_decl(p)),
             Rule::rule_decl => Item::Rule(self.rule_decl(p)),
             Rule::invariant_decl => Item::Invariant(self.invariant_decl(p)),
+            Rule::detokenise_decl => Item::Detokenise(self.detokenise_decl(p)),
+            Rule::sanitise_decl => {
+                let span = self.span(&p);
+                let targets = self.selectors(p.into_inner().next());
+                Item::SanitiseOutput(SanitiseDecl { targets, span })
+            }
             _ => return None,
         })
     }
@@ -559,6 +567,23 @@ impl Builder {
             }
         }
         hosts
+    }
+
+    fn detokenise_decl(&mut self, p: Pair<'_, Rule>) -> DetokeniseDecl {
+        let span = self.span(&p);
+        let mut inner = p.into_inner();
+        let tool = inner
+            .next()
+            .map(|n| self.ident(n))
+            .unwrap_or_else(|| Ident {
+                name: String::new(),
+                span,
+            });
+        let paths = inner
+            .next()
+            .map(|args| args.into_inner().map(|path| self.path(path)).collect())
+            .unwrap_or_default();
+        DetokeniseDecl { tool, paths, span }
     }
 
     fn rule_decl(&mut self, p: Pair<'_, Rule>) -> RuleDecl {
