@@ -38,12 +38,19 @@ fn gate_files(dir: &Path) -> Vec<PathBuf> {
         .map(|rd| {
             rd.filter_map(Result::ok)
                 .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "gate") && p.is_file())
+                .filter(|p| is_policy_file(p))
                 .collect()
         })
         .unwrap_or_default();
     files.sort();
     files
+}
+
+/// A `*.gate` file that is a policy: `NAME.invariants.gate` files hold invariants for
+/// `toolgate test` and are never served.
+fn is_policy_file(p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    name.ends_with(".gate") && !name.ends_with(".invariants.gate") && p.is_file()
 }
 
 /// Compiles every policy in `dir` into a set. Any failure fails the whole load, with the
@@ -69,4 +76,25 @@ pub fn load_dir(dir: &Path, generation: u64) -> Result<PolicySet, String> {
         return Err(errors.join("\n"));
     }
     PolicySet::new(policies, generation).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invariants_files_beside_policies_are_not_served() {
+        let dir = std::env::temp_dir().join(format!("toolgate-loader-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("a.gate"),
+            "module a\nread x\nstage s { tools [x] }\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("a.invariants.gate"), "invariants for a\n").unwrap();
+        std::fs::write(dir.join("a.tests.json"), "[]").unwrap();
+        let files = gate_files(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(files, [dir.join("a.gate")]);
+    }
 }
