@@ -20,7 +20,7 @@ use crate::diagnostic::Diagnostic;
 use crate::fmt_comments::{self, Comment};
 use crate::fmt_expr;
 use crate::fmt_printer::{Printer, Range};
-use crate::parser::{parse, GateParser, Rule};
+use crate::parser::{parse, parse_invariants, GateParser, Rule};
 use crate::span::Span;
 use pest::iterators::Pair;
 use pest::Parser as _;
@@ -30,12 +30,20 @@ pub const MAX_WIDTH: usize = 100;
 
 /// Formats a policy source. `name` is the file name, used in the message of the internal
 /// check. A source with syntax errors is not formatted: its diagnostics are returned.
+///
+/// A separate invariants file (`invariants for MODULE`, see `docs/testing.md`) is formatted
+/// the same way; it is recognised by its first line.
 pub fn format_source(name: &str, src: &str) -> Result<String, Vec<Diagnostic>> {
-    let before = parse(src)?;
-    let (out, comments_in) = layout(src)?;
-    let same_meaning =
-        parse(&out).is_ok_and(|after| after.without_spans() == before.without_spans());
-    let same_comments = layout_comments(&out).is_some_and(|c| texts(&c) == texts(&comments_in));
+    let top = if GateParser::parse(Rule::invariants_file, src).is_ok() {
+        Rule::invariants_file
+    } else {
+        Rule::file
+    };
+    let before = tree(top, src)?;
+    let (out, comments_in) = layout(src, top)?;
+    let same_meaning = tree(top, &out).is_ok_and(|after| after == before);
+    let same_comments =
+        layout_comments(&out, top).is_some_and(|c| texts(&c) == texts(&comments_in));
     if same_meaning && same_comments {
         Ok(out)
     } else {
@@ -47,13 +55,27 @@ pub fn format_source(name: &str, src: &str) -> Result<String, Vec<Diagnostic>> {
     }
 }
 
+/// The span-free tree of a policy or an invariants file, for the meaning check.
+fn tree(top: Rule, src: &str) -> Result<crate::ast::Policy, Vec<Diagnostic>> {
+    let policy = if top == Rule::invariants_file {
+        let f = parse_invariants(src)?;
+        crate::ast::Policy {
+            module: f.policy,
+            items: f.items,
+        }
+    } else {
+        parse(src)?
+    };
+    Ok(policy.without_spans())
+}
+
 fn texts(c: &[Comment]) -> Vec<&str> {
     c.iter().map(|c| c.text.as_str()).collect()
 }
 
 /// The comments of a source that parses, in source order.
-fn layout_comments(src: &str) -> Option<Vec<Comment>> {
-    let file = GateParser::parse(Rule::file, src).ok()?.next()?;
+fn layout_comments(src: &str, top: Rule) -> Option<Vec<Comment>> {
+    let file = GateParser::parse(top, src).ok()?.next()?;
     Some(comments_of(src, &file))
 }
 
@@ -68,14 +90,14 @@ fn comments_of(src: &str, file: &Pair<'_, Rule>) -> Vec<Comment> {
     fmt_comments::scan(src, &strings)
 }
 
-fn layout(src: &str) -> Result<(String, Vec<Comment>), Vec<Diagnostic>> {
+fn layout(src: &str, top: Rule) -> Result<(String, Vec<Comment>), Vec<Diagnostic>> {
     let internal = || {
         vec![Diagnostic::error(
             Span::new(0, 0),
             "the parser produced no tree",
         )]
     };
-    let file = GateParser::parse(Rule::file, src)
+    let file = GateParser::parse(top, src)
         .map_err(|_| internal())?
         .next()
         .ok_or_else(internal)?;
@@ -110,7 +132,10 @@ fn text(p: &Pair<'_, Rule>) -> String {
 }
 
 fn is_block(p: &Pair<'_, Rule>) -> bool {
-    p.as_rule() != Rule::class_decl && p.as_rule() != Rule::module_decl
+    !matches!(
+        p.as_rule(),
+        Rule::class_decl | Rule::module_decl | Rule::invariants_for
+    )
 }
 
 /// One element of a `[..]` list: its text and where it was written.
@@ -135,12 +160,21 @@ impl Layout<'_> {
         let widths = class_widths(parts, &self.p);
         for (i, part) in parts.iter().enumerate() {
             let next = parts.get(i + 1).map_or(eof, start);
-            let after_module = i > 0 && parts[i - 1].as_rule() == Rule::module_decl;
+            let after_module = i > 0
+                && matches!(
+                    parts[i - 1].as_rule(),
+                    Rule::module_decl | Rule::invariants_for
+                );
             if i > 0 && (is_block(part) || is_block(&parts[i - 1]) || after_module) {
                 self.p.blank();
             }
             match part.as_rule() {
-                Rule::module_decl => {
+                Rule::module_decl | Rule::invariants_for => {
+                    let keyword = if part.as_rule() == Rule::module_decl {
+                        "module"
+                    } else {
+                        "invariants for"
+                    };
                     let name = part
                         .clone()
                         .into_inner()
@@ -152,7 +186,7 @@ impl Layout<'_> {
                         end: end(part, &self.p),
                         next,
                     };
-                    self.p.line(0, &format!("module {name}"), r, true);
+                    self.p.line(0, &format!("{keyword} {name}"), r, true);
                 }
                 Rule::class_decl => self.class_decl(part.clone(), widths[i], next),
                 Rule::stage_decl | Rule::latch_decl | Rule::hosts_decl | Rule::rule_decl => {

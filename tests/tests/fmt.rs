@@ -99,6 +99,16 @@ fn every_gate_file_in_the_repository_formats_faithfully() {
         let Ok(src) = String::from_utf8(std::fs::read(path).unwrap()) else {
             continue;
         };
+        if let Ok(inv) = toolgate_lang::parse_invariants(&src) {
+            // An invariants file: same tree, idempotent, every comment kept.
+            let out = format_source("x.invariants.gate", &src).unwrap();
+            let again = toolgate_lang::parse_invariants(&out).unwrap();
+            assert_eq!(again.items.len(), inv.items.len(), "{}", path.display());
+            assert_eq!(format_source("x", &out).unwrap(), out, "{}", path.display());
+            assert_eq!(out.matches("//").count(), src.matches("//").count());
+            formatted += 1;
+            continue;
+        }
         if parse(&src).is_err() {
             // Golden files with syntax errors: the formatter must refuse them, not guess.
             assert!(format_source("x.gate", &src).is_err(), "{}", path.display());
