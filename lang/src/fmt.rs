@@ -20,10 +20,9 @@ use crate::diagnostic::Diagnostic;
 use crate::fmt_comments::{self, Comment};
 use crate::fmt_expr;
 use crate::fmt_printer::{Printer, Range};
-use crate::parser::{parse, parse_invariants, GateParser, Rule};
+use crate::parser::{parse, parse_invariants, run_pest, Rule};
 use crate::span::Span;
 use pest::iterators::Pair;
-use pest::Parser as _;
 
 /// Lines longer than this are wrapped where the layout allows (lists).
 pub const MAX_WIDTH: usize = 100;
@@ -34,7 +33,7 @@ pub const MAX_WIDTH: usize = 100;
 /// A separate invariants file (`invariants for MODULE`, see `docs/testing.md`) is formatted
 /// the same way; it is recognised by its first line.
 pub fn format_source(name: &str, src: &str) -> Result<String, Vec<Diagnostic>> {
-    let top = if GateParser::parse(Rule::invariants_file, src).is_ok() {
+    let top = if run_pest(Rule::invariants_file, src, false).is_ok() {
         Rule::invariants_file
     } else {
         Rule::file
@@ -75,7 +74,7 @@ fn texts(c: &[Comment]) -> Vec<&str> {
 
 /// The comments of a source that parses, in source order.
 fn layout_comments(src: &str, top: Rule) -> Option<Vec<Comment>> {
-    let file = GateParser::parse(top, src).ok()?.next()?;
+    let file = run_pest(top, src, false).ok()?.next()?;
     Some(comments_of(src, &file))
 }
 
@@ -97,7 +96,7 @@ fn layout(src: &str, top: Rule) -> Result<(String, Vec<Comment>), Vec<Diagnostic
             "the parser produced no tree",
         )]
     };
-    let file = GateParser::parse(top, src)
+    let file = run_pest(top, src, false)
         .map_err(|_| internal())?
         .next()
         .ok_or_else(internal)?;

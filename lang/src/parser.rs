@@ -8,8 +8,9 @@ use crate::ast::*;
 use crate::diagnostic::Diagnostic;
 use crate::rule_names::friendly;
 use crate::span::Span;
-use pest::iterators::Pair;
+use pest::iterators::{Pair, Pairs};
 use pest::Parser as _;
+use std::sync::{Mutex, PoisonError};
 
 #[derive(pest_derive::Parser)]
 #[grammar = "grammar.pest"]
@@ -31,10 +32,34 @@ const ITEM_KEYWORDS: &[&str] = &[
     "sanitise_output",
 ];
 
+/// pest's error-detail switch is one process-wide flag, read when a parse starts; this lock
+/// pairs each parse with the setting it asked for.
+static PEST: Mutex<()> = Mutex::new(());
+
+/// Runs pest for `rule`. Without `detail` pest skips the bookkeeping behind friendly error
+/// messages, which is most of its cost, so a text is first parsed without it and only a text
+/// that fails is parsed again with it (see [`parse_with_detail_on_error`]).
+pub(crate) fn run_pest(
+    rule: Rule,
+    text: &str,
+    detail: bool,
+) -> Result<Pairs<'_, Rule>, pest::error::Error<Rule>> {
+    let _one_at_a_time = PEST.lock().unwrap_or_else(PoisonError::into_inner);
+    pest::set_error_detail(detail);
+    GateParser::parse(rule, text)
+}
+
+/// The fast parse, then, only on failure, the detailed one whose error explains itself.
+fn parse_with_detail_on_error(
+    rule: Rule,
+    text: &str,
+) -> Result<Pairs<'_, Rule>, pest::error::Error<Rule>> {
+    run_pest(rule, text, false).or_else(|_| run_pest(rule, text, true))
+}
+
 /// Parses a whole policy. Returns every syntax error found when it fails.
 pub fn parse(text: &str) -> Result<Policy, Vec<Diagnostic>> {
-    pest::set_error_detail(true);
-    match GateParser::parse(Rule::file, text) {
+    match parse_with_detail_on_error(Rule::file, text) {
         Ok(mut pairs) => {
             let file = pairs.next().ok_or_else(|| vec![internal(text)])?;
             let mut b = Builder::new(0);
@@ -52,8 +77,7 @@ pub fn parse(text: &str) -> Result<Policy, Vec<Diagnostic>> {
 /// Parses a separate invariants file (`invariants for MODULE`, then `hosts` and `invariant`
 /// declarations). Returns every syntax error found when it fails.
 pub fn parse_invariants(text: &str) -> Result<InvariantsFile, Vec<Diagnostic>> {
-    pest::set_error_detail(true);
-    match GateParser::parse(Rule::invariants_file, text) {
+    match parse_with_detail_on_error(Rule::invariants_file, text) {
         Ok(mut pairs) => {
             let file = pairs.next().ok_or_else(|| vec![internal(text)])?;
             let mut b = Builder::new(0);
@@ -113,7 +137,7 @@ fn recover(text: &str, first: pest::error::Error<Rule>) -> Vec<Diagnostic> {
         if first_word == "module" || first_word == "invariants" {
             continue;
         }
-        match GateParser::parse(Rule::item_only, slice) {
+        match run_pest(Rule::item_only, slice, true) {
             Ok(pairs) => {
                 // Still run the builder: it reports non-syntax problems such as bad escapes.
                 let mut b = Builder::new(start);
@@ -166,8 +190,13 @@ fn syntax_error(text: &str, base: usize, err: &pest::error::Error<Rule>) -> Diag
         for token in attempts.expected_tokens() {
             // Only punctuation: keywords already show up through their rules' names.
             let token = token.to_string();
-            let noise =
-                token.trim().is_empty() || matches!(token.as_str(), "#" | "//" | "_" | "-" | "\"");
+            // Character ranges (`a..z`, inside strings and comments) are no help to a reader;
+            // the grammar has no `..` token of its own.
+            if token.chars().count() >= 3 && token.contains("..") {
+                continue;
+            }
+            let noise = token.trim().is_empty()
+                || matches!(token.as_str(), "#" | "//" | "_" | "-" | "\"" | "\\");
             let covered = (expected
                 .iter()
                 .any(|e| e.starts_with("a comparison operator"))
