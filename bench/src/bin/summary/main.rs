@@ -32,7 +32,13 @@ fn main() {
         }
     };
     let medians = report::Medians::read(std::path::Path::new(&dir));
-    let text = report::render(&medians, &swap, &memory);
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".into());
+    let machine = format!("{cpus} CPUs, 1-minute load average {load}");
+    let text = report::render(&medians, &swap, &memory, &machine);
     if let Err(e) = std::fs::write(out, &text) {
         eprintln!("cannot write {out}: {e}");
         std::process::exit(1);
