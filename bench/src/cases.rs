@@ -532,10 +532,29 @@ pub fn random(count: usize, seed: u64) -> Vec<Document> {
                     .collect();
                 facts.insert("called".into(), Value::Array(called));
             }
+            // Two in five documents are "friendly": facts under which payouts can pass, and
+            // mostly whitelisted tools, so allowed calls are common too.
+            let friendly = rng.chance(40);
+            if friendly {
+                let stage = *rng.pick(&["tier_auto_payout", "coach", "ncd_policy_faq"]);
+                facts.insert("stage".into(), json!(stage));
+                let mut good = payout_facts();
+                for key in ["messages", "fields", "called"] {
+                    if rng.chance(85) {
+                        facts.insert(key.into(), good[key].take());
+                    }
+                }
+            }
+            let stage = facts.get("stage").and_then(Value::as_str).unwrap_or("");
+            let whitelisted = crate::workload::whitelist(stage);
             let batch = 1 + rng.below(6);
             let list: Vec<(&str, Value)> = (0..batch)
                 .map(|_| {
-                    let tool = *rng.pick(&tools);
+                    let tool = if friendly && rng.chance(75) {
+                        *rng.pick(whitelisted)
+                    } else {
+                        *rng.pick(&tools)
+                    };
                     let args = match tool {
                         "web_fetch" if rng.chance(90) => json!({"url": rng.pick(&URLS).0}),
                         "authorise_bacs_payout" if rng.chance(90) => {

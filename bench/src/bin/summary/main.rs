@@ -32,7 +32,24 @@ fn main() {
         }
     };
     let medians = report::Medians::read(std::path::Path::new(&dir));
-    let text = report::render(&medians, &swap, &memory);
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".into());
+    let sizes: Vec<String> = toolgate_bench::documents::BATCH_SIZES
+        .iter()
+        .map(|&b| {
+            let docs = toolgate_bench::documents::bench_documents(b);
+            (docs.iter().map(|d| d.json.len()).sum::<usize>() / docs.len()).to_string()
+        })
+        .collect();
+    let machine = format!(
+        "{cpus} CPUs, 1-minute load average {load}; facts documents average {} bytes \
+         for batch 1 / 4 / 16",
+        sizes.join(" / ")
+    );
+    let text = report::render(&medians, &swap, &memory, &machine);
     if let Err(e) = std::fs::write(out, &text) {
         eprintln!("cannot write {out}: {e}");
         std::process::exit(1);

@@ -81,7 +81,7 @@ fn show(r: Option<f64>) -> String {
 }
 
 /// Renders the whole report.
-pub fn render(m: &Medians, swap: &HotSwap, mem: &Memory) -> String {
+pub fn render(m: &Medians, swap: &HotSwap, mem: &Memory, machine: &str) -> String {
     let mut s = String::new();
     let per_batch = |key: String| m.get(&key).map(|v| v / DOCS);
     let _ = writeln!(s, "# toolgate benchmark results\n");
@@ -94,6 +94,7 @@ pub fn render(m: &Medians, swap: &HotSwap, mem: &Memory) -> String {
          equivalence case before anything was measured. Figures depend on the machine and its \
          load: compare ratios, measured in the same run.\n"
     );
+    let _ = writeln!(s, "Machine when the summary ran: {machine}.\n");
     for (title, group, rows) in [
         (
             "Decision only (typed / prepared input)",
