@@ -22,6 +22,16 @@ fn bench(c: &mut Criterion) {
                 }
             })
         });
+        // The allocation-free core: text-free verdicts into a reused buffer, like the floor.
+        let mut verdicts = Vec::with_capacity(batch);
+        group.bench_with_input(BenchmarkId::new("toolgate_into", batch), &p, |b, p| {
+            b.iter(|| {
+                for r in &p.requests {
+                    black_box(policy.decide_into(black_box(r), &mut verdicts));
+                    black_box(&verdicts);
+                }
+            })
+        });
         let mut out = Vec::with_capacity(batch);
         group.bench_with_input(BenchmarkId::new("floor", batch), &p, |b, p| {
             b.iter(|| {

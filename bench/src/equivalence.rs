@@ -67,6 +67,10 @@ impl Engines {
                 toolgate::verdicts(&self.toolgate.decide(&request))?,
             ),
             ("toolgate decide_json", toolgate::verdicts(&decide_json)?),
+            (
+                "toolgate decide_into",
+                toolgate::verdicts_into(&self.toolgate, &request)?,
+            ),
             ("floor", floor::decide(&floor::Facts::from_value(&value))),
             (
                 "regorus interpreter",

@@ -2,7 +2,7 @@
 
 use crate::verdict::Verdict;
 use crate::BenchError;
-use toolgate_engine::{DenyKind, Policy, Response};
+use toolgate_engine::{DenyKind, Policy, Request, Response};
 
 /// The workload policy source.
 pub const WORKLOAD_GATE: &str = include_str!("../../policies/workload.gate");
@@ -39,6 +39,30 @@ pub fn verdicts(response: &Response) -> Result<Vec<Verdict>, BenchError> {
                     .ok_or_else(|| BenchError::Engine {
                         engine: "toolgate",
                         message: format!("unexpected denial {:?} / {:?}", d.kind, d.rule),
+                    }),
+            }
+        })
+        .collect()
+}
+
+/// The verdicts of the allocation-free core (`decide_into`), named the same way as
+/// [`verdicts`] names a full response, so the equivalence check covers both paths.
+pub fn verdicts_into(policy: &Policy, request: &Request) -> Result<Vec<Verdict>, BenchError> {
+    let mut out = Vec::new();
+    policy.decide_into(request, &mut out);
+    out.iter()
+        .map(|v| {
+            if v.allowed() {
+                return Ok(Verdict::Allow);
+            }
+            match policy.deny_kind(*v) {
+                Some(DenyKind::Unclassified | DenyKind::Stage) => Ok(Verdict::R1StageWhitelist),
+                kind => policy
+                    .denied_by(*v, request.facts.stage.as_deref())
+                    .and_then(Verdict::from_name)
+                    .ok_or_else(|| BenchError::Engine {
+                        engine: "toolgate",
+                        message: format!("unexpected denial {kind:?}"),
                     }),
             }
         })

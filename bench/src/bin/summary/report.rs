@@ -100,7 +100,11 @@ pub fn render(m: &Medians, swap: &HotSwap, mem: &Memory, machine: &str) -> Strin
             "Decision only (typed / prepared input)",
             "decision",
             &[
-                ("toolgate `decide(&Request)`", "toolgate"),
+                (
+                    "toolgate `decide_into` (verdicts, no response)",
+                    "toolgate_into",
+                ),
+                ("toolgate `decide(&Request)` (full response)", "toolgate"),
                 ("plain Rust floor", "floor"),
                 ("regorus RVM (set_input + execute)", "regorus_rvm"),
                 ("regorus interpreter (eval_rule)", "regorus_interpreter"),
@@ -229,9 +233,9 @@ pub fn render(m: &Medians, swap: &HotSwap, mem: &Memory, machine: &str) -> Strin
     };
     for b in [4, 16] {
         row(
-            format!("decision batch {b}: toolgate / floor"),
+            format!("decision batch {b}: toolgate decide_into / floor"),
             ratio(
-                per_batch(format!("decision/toolgate/{b}")),
+                per_batch(format!("decision/toolgate_into/{b}")),
                 per_batch(format!("decision/floor/{b}")),
             ),
             Some(2.0),
@@ -239,17 +243,17 @@ pub fn render(m: &Medians, swap: &HotSwap, mem: &Memory, machine: &str) -> Strin
     }
     for b in [1, 4, 16] {
         row(
-            format!("decision batch {b}: toolgate / regorus RVM"),
+            format!("decision batch {b}: toolgate decide_into / regorus RVM"),
             ratio(
-                per_batch(format!("decision/toolgate/{b}")),
+                per_batch(format!("decision/toolgate_into/{b}")),
                 per_batch(format!("decision/regorus_rvm/{b}")),
             ),
             None,
         );
         row(
-            format!("decision batch {b}: toolgate / cedar bare"),
+            format!("decision batch {b}: toolgate decide_into / cedar bare"),
             ratio(
-                per_batch(format!("decision/toolgate/{b}")),
+                per_batch(format!("decision/toolgate_into/{b}")),
                 per_batch(format!("decision/cedar_bare/{b}")),
             ),
             None,
