@@ -8,6 +8,7 @@ use crate::cond::{Cond, Lit, Root, Seg, Test, ValuePath};
 use crate::error::CompileError;
 use crate::hosts::{parse_entry, HostList};
 use crate::ids::{HostListId, RuleId, StageId, ToolId, MAX_LATCHES};
+use crate::imports::{ImportTarget, Imported, ModuleText};
 use crate::name_table::NameTable;
 use crate::policy::{FixedRefusals, LatchInfo, Policy, RuleInfo, StageInfo, ToolInfo};
 use crate::refusal;
@@ -40,6 +41,18 @@ impl Policy {
     /// On success the policy may still carry [`Policy::warnings`]. On failure the error holds
     /// every diagnostic found, each with a span into the source.
     pub fn compile(file_name: &str, text: &str) -> Result<Policy, CompileError> {
+        Policy::compile_with(file_name, text, &crate::imports::resolve_stdlib)
+    }
+
+    /// Compiles policy `text` like [`Policy::compile`], resolving each `use` with `resolve`:
+    /// it is handed `stdlib::NAME` or a file path with the importing file's name, and returns
+    /// the module's text or why it cannot. The engine itself never reads a file.
+    /// [`resolve_stdlib`](crate::resolve_stdlib) resolves the embedded standard library.
+    pub fn compile_with(
+        file_name: &str,
+        text: &str,
+        resolve: &dyn Fn(&ImportTarget<'_>) -> Result<ModuleText, String>,
+    ) -> Result<Policy, CompileError> {
         let source = SourceFile::new(file_name, text);
         if text.len() > MAX_SOURCE_BYTES {
             return Err(CompileError {
@@ -51,7 +64,7 @@ impl Policy {
                 source_file: source,
             });
         }
-        let ast = match toolgate_lang::parse(text) {
+        let mut ast = match toolgate_lang::parse(text) {
             Ok(ast) => ast,
             Err(diagnostics) => {
                 return Err(CompileError {
@@ -60,6 +73,17 @@ impl Policy {
                 })
             }
         };
+        let (source, imported) = match crate::imports::expand(&mut ast, source, resolve) {
+            Ok(done) => done,
+            Err((source_file, diagnostics)) => {
+                return Err(CompileError {
+                    source_file,
+                    diagnostics,
+                })
+            }
+        };
+        let text = source.text().to_string();
+        let text = text.as_str();
         let mut c = Compiler {
             source: source.clone(),
             diags: Vec::new(),
@@ -67,8 +91,10 @@ impl Policy {
             tools: Vec::new(),
             host_index: HashMap::new(),
             host_lists: Vec::new(),
+            host_spans: HashMap::new(),
         };
         let built = c.policy(&ast);
+        c.check_imports(&imported);
         let (errors, warnings): (Vec<_>, Vec<_>) =
             c.diags.into_iter().partition(Diagnostic::is_error);
         match built {
@@ -105,6 +131,7 @@ pub(crate) struct Compiler {
     tools: Vec<(String, ToolClass, Span)>,
     host_index: HashMap<String, HostListId>,
     host_lists: Vec<HostList>,
+    host_spans: HashMap<String, Span>,
 }
 
 /// Everything compiled, before it is frozen into a [`Policy`].
@@ -154,6 +181,7 @@ impl Parts {
             },
             warnings,
             source,
+            syntax: ast.clone(),
             invariants: crate::invariant::Invariants::default(),
         }
     }
@@ -186,6 +214,7 @@ impl Compiler {
                 .map(|(i, h)| (h.name.to_string(), HostListId(i as u32)))
                 .collect(),
             host_lists: policy.host_lists.clone(),
+            host_spans: HashMap::new(),
         }
     }
 
@@ -424,7 +453,7 @@ impl Compiler {
                         tools[t.index()].sanitise_output = true;
                     }
                 }
-                Item::Class(_) | Item::Hosts(_) | Item::Invariant(_) => {}
+                Item::Class(_) | Item::Hosts(_) | Item::Invariant(_) | Item::Use(_) => {}
             }
         }
 
@@ -458,11 +487,29 @@ impl Compiler {
                 format!("{what} `{}` is declared twice", name.name),
             )
             .with_label("declared again here")
+            .with_note(first, "first declared here")
             .with_help(format!(
-                "first declared at {}; merge the two or rename one",
-                self.source.line_col(first.start)
+                "first declared at {}; merge the two or rename one (an imported module's names are declared where it is imported; import single items with `use stdlib::MODULE::NAME`)",
+                self.source.location(first.start)
             )),
         );
+    }
+
+    /// Warns about an import whose latches or rules select a class the policy never uses.
+    fn check_imports(&mut self, imported: &[Imported]) {
+        for imp in imported {
+            for class in &imp.classes {
+                let any = self.tools.iter().any(|(_, c, _)| c.selected_by(*class));
+                if !any {
+                    let c = class.as_str();
+                    self.warn(
+                        imp.use_span,
+                        format!("`{}` applies to `{c}` tools, but this policy classifies none", imp.shown),
+                        format!("classify the tools it is meant to cover as `{c}`; until then it has no effect"),
+                    );
+                }
+            }
+        }
     }
 
     fn classify(&mut self, decl: &ast::ClassDecl) {
@@ -491,6 +538,12 @@ impl Compiler {
     }
 
     fn host_list(&mut self, decl: &ast::HostsDecl) {
+        if let Some(first) = self.host_spans.get(&decl.name.name).copied() {
+            self.duplicate_name("host list", &decl.name, first);
+            return;
+        }
+        self.host_spans
+            .insert(decl.name.name.clone(), decl.name.span);
         if self.host_index.contains_key(&decl.name.name) {
             self.error(
                 Diagnostic::error(
@@ -569,7 +622,7 @@ impl Compiler {
                         self.tools
                             .iter()
                             .enumerate()
-                            .filter(|(_, (_, class, _))| *class == c.node)
+                            .filter(|(_, (_, class, _))| class.selected_by(c.node))
                             .map(|(i, _)| ToolId(i as u32)),
                     );
                 }

@@ -29,7 +29,7 @@ fn summary(source: &SourceFile, diagnostics: &[Diagnostic]) -> String {
     match errors.first() {
         None => format!("{}: policy does not compile", source.name()),
         Some(first) => {
-            let at = source.line_col(first.span.start);
+            let at = source.location(first.span.start);
             let more = match errors.len() {
                 1 => String::new(),
                 n => format!(
@@ -38,7 +38,7 @@ fn summary(source: &SourceFile, diagnostics: &[Diagnostic]) -> String {
                     if n == 2 { "" } else { "s" }
                 ),
             };
-            format!("{}:{at}: {}{more}", source.name(), first.message)
+            format!("{at}: {}{more}", first.message)
         }
     }
 }

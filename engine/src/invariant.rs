@@ -137,7 +137,7 @@ impl Invariants {
     /// Where invariant `index` is declared, as `file:line:col`.
     pub fn location(&self, index: usize) -> String {
         match (self.list.get(index), &self.source) {
-            (Some(inv), Some(src)) => format!("{}:{}", src.name(), src.line_col(inv.span.start)),
+            (Some(inv), Some(src)) => src.location(inv.span.start),
             _ => String::new(),
         }
     }
@@ -256,13 +256,14 @@ fn build(
             continue;
         };
         if let Some(first) = seen.get(decl.name.name.as_str()) {
-            let at = source.line_col(first.start);
+            let at = source.location(first.start);
             c.report(
                 Diagnostic::error(
                     decl.name.span,
                     format!("invariant `{}` is declared twice", decl.name.name),
                 )
                 .with_label("declared again here")
+                .with_note(*first, "first declared here")
                 .with_help(format!("first declared at {at}; rename one")),
             );
             continue;
@@ -397,7 +398,9 @@ impl Ctx<'_> {
             Subject::Any => true,
             Subject::Unclassified => id.is_none(),
             Subject::Tool(t) => id == Some(t),
-            Subject::Class(c) => id.is_some_and(|i| self.policy.tools[i.index()].class == c),
+            Subject::Class(c) => {
+                id.is_some_and(|i| self.policy.tools[i.index()].class.selected_by(c))
+            }
         }
     }
 

@@ -31,6 +31,7 @@ mod fast_json;
 mod hosts;
 mod hot_swap;
 mod ids;
+mod imports;
 mod invariant;
 mod name_table;
 mod offer;
@@ -49,6 +50,9 @@ pub use error::{CompileError, RequestError};
 pub use explain::{CallExplanation, Step};
 pub use hot_swap::{DuplicateModule, PolicySet, PolicyStore};
 pub use ids::MAX_LATCHES;
+pub use imports::{
+    resolve_stdlib, stdlib_module, ImportTarget, ModuleText, MAX_IMPORT_DEPTH, STDLIB,
+};
 pub use invariant::{Applies, Invariants, Violation};
 pub use offer::{DisabledTool, Offer, OfferRequest, ToolDef, WithheldReason, WithheldTool};
 pub use policy::Policy;

@@ -35,6 +35,8 @@ pub struct Policy {
     pub(crate) fixed: FixedRefusals,
     pub(crate) warnings: Vec<Diagnostic>,
     pub(crate) source: SourceFile,
+    /// The syntax tree compiled, with every `use` replaced by what it imports.
+    pub(crate) syntax: toolgate_lang::ast::Policy,
     /// The invariants written in the policy itself; never read by `decide`.
     pub(crate) invariants: crate::invariant::Invariants,
 }
@@ -118,9 +120,16 @@ impl Policy {
         &self.invariants
     }
 
-    /// The source the policy was compiled from.
+    /// The source the policy was compiled from: the policy's own text, then the text of each
+    /// module it imports ([`SourceFile::own_text`] is the policy alone).
     pub fn source(&self) -> &SourceFile {
         &self.source
+    }
+
+    /// The syntax tree the policy was compiled from, with every `use` replaced by the
+    /// declarations it imports (their spans point into the modules' parts of [`Policy::source`]).
+    pub fn syntax(&self) -> &toolgate_lang::ast::Policy {
+        &self.syntax
     }
 
     /// Names of the classified tools with their classes, in id order.

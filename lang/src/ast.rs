@@ -32,6 +32,8 @@ pub struct Policy {
 /// One top-level declaration.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Item {
+    /// `use stdlib::NAME` / `use "path.gate"`: brings in another module's declarations.
+    Use(UseDecl),
     /// `write a, b` / `ingest c` / `read d`.
     Class(ClassDecl),
     /// `stage NAME { ... }`.
@@ -76,6 +78,9 @@ pub struct SanitiseDecl {
 pub enum ToolClass {
     /// Has a consequential side effect: a state change, an outbound message, a payment.
     Write,
+    /// A write that communicates outward (email, webhook, chat message, HTTP post): the
+    /// exfiltration leg of the lethal trifecta. The selector `write` matches these too.
+    Egress,
     /// Returns third-party content the agent did not author.
     Ingest,
     /// Reads trusted data without side effects.
@@ -87,6 +92,7 @@ impl ToolClass {
     pub fn as_str(self) -> &'static str {
         match self {
             ToolClass::Write => "write",
+            ToolClass::Egress => "egress",
             ToolClass::Ingest => "ingest",
             ToolClass::Read => "read",
         }
@@ -96,10 +102,54 @@ impl ToolClass {
     pub fn from_keyword(word: &str) -> Option<Self> {
         match word {
             "write" => Some(ToolClass::Write),
+            "egress" => Some(ToolClass::Egress),
             "ingest" => Some(ToolClass::Ingest),
             "read" => Some(ToolClass::Read),
             _ => None,
         }
+    }
+
+    /// Whether a tool of this class is selected by the class selector `selector`: each class
+    /// selects itself, and `write` also selects `egress` (an outward write is still a write).
+    pub fn selected_by(self, selector: ToolClass) -> bool {
+        self == selector || (selector == ToolClass::Write && self == ToolClass::Egress)
+    }
+}
+
+/// Where a `use` finds its module.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UseSource {
+    /// `stdlib::NAME`: a module of the standard library embedded in toolgate.
+    Stdlib(Ident),
+    /// `"path.gate"`: a file, resolved relative to the importing file by the caller.
+    File(Spanned<String>),
+}
+
+/// `use SOURCE [::ITEM] [for TOOLS]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UseDecl {
+    /// The module imported.
+    pub source: UseSource,
+    /// `::NAME`: import only this declaration of the module.
+    pub item: Option<Ident>,
+    /// `for TOOLS`: the imported rules apply to these tools or classes instead of their own.
+    pub retarget: Option<Vec<Selector>>,
+    /// The whole declaration.
+    pub span: Span,
+}
+
+impl UseDecl {
+    /// The import as written, without `for`: `stdlib::x`, `stdlib::x::y`, `"a.gate"`.
+    pub fn display(&self) -> String {
+        let mut out = match &self.source {
+            UseSource::Stdlib(n) => format!("stdlib::{}", n.name),
+            UseSource::File(p) => format!("{:?}", p.node),
+        };
+        if let Some(item) = &self.item {
+            out.push_str("::");
+            out.push_str(&item.name);
+        }
+        out
     }
 }
 

@@ -36,6 +36,9 @@ pub struct Diagnostic {
     pub label: Option<String>,
     /// A hint on how to fix it, if any.
     pub help: Option<String>,
+    /// A second location that explains the first (e.g. where a name was first declared),
+    /// with the text printed beside its caret. It may lie in another file of the source.
+    pub note: Option<(Span, String)>,
 }
 
 impl Diagnostic {
@@ -47,6 +50,7 @@ impl Diagnostic {
             span,
             label: None,
             help: None,
+            note: None,
         }
     }
 
@@ -61,6 +65,12 @@ impl Diagnostic {
     /// Adds the text printed beside the caret.
     pub fn with_label(mut self, label: impl Into<String>) -> Self {
         self.label = Some(label.into());
+        self
+    }
+
+    /// Adds a second location, shown with its own `file:line:col` and caret.
+    pub fn with_note(mut self, span: Span, text: impl Into<String>) -> Self {
+        self.note = Some((span, text.into()));
         self
     }
 
@@ -85,49 +95,55 @@ impl Diagnostic {
     ///   = help: give each tool exactly one class
     /// ```
     pub fn render(&self, source: &SourceFile) -> String {
-        let start = source.line_col(self.span.start);
         let mut out = format!(
-            "{}:{}: {}: {}\n",
-            source.name(),
-            start,
+            "{}: {}: {}\n",
+            source.location(self.span.start),
             self.severity.as_str(),
             self.message
         );
-        let line_text = source.line_text(start.line);
-        let gutter = start.line.to_string().len();
-        let pad = " ".repeat(gutter);
-        // Caret width: the span's characters on its first line, at least one.
-        let line_start = source.line_start(start.line);
-        let span_end_on_line = self
-            .span
-            .end
-            .min(line_start + line_text.len())
-            .max(self.span.start);
-        let width = source
-            .text()
-            .get(self.span.start..span_end_on_line)
-            .map_or(1, |s| s.chars().count())
-            .max(1);
-        let indent: String = line_text
-            .chars()
-            .take(start.col - 1)
-            .map(|c| if c == '\t' { '\t' } else { ' ' })
-            .collect();
-        let _ = writeln!(out, "{pad} |");
-        let _ = writeln!(out, "{} | {}", start.line, line_text);
-        let carets = "^".repeat(width);
-        match &self.label {
-            Some(label) => {
-                let _ = writeln!(out, "{pad} | {indent}{carets} {label}");
-            }
-            None => {
-                let _ = writeln!(out, "{pad} | {indent}{carets}");
-            }
+        let mut gutter = source.line_col(self.span.start).line.to_string().len();
+        if let Some((span, _)) = &self.note {
+            gutter = gutter.max(source.line_col(span.start).line.to_string().len());
+        }
+        snippet(&mut out, source, self.span, self.label.as_deref(), gutter);
+        if let Some((span, text)) = &self.note {
+            let _ = writeln!(out, "{}: note: {text}", source.location(span.start));
+            snippet(&mut out, source, *span, None, gutter);
         }
         if let Some(help) = &self.help {
-            let _ = writeln!(out, "{pad} = help: {help}");
+            let _ = writeln!(out, "{} = help: {help}", " ".repeat(gutter));
         }
         out
+    }
+}
+
+/// The source line of `span`, and a caret under it with an optional label.
+fn snippet(out: &mut String, source: &SourceFile, span: Span, label: Option<&str>, gutter: usize) {
+    let start = source.line_col(span.start);
+    let (line_text, line_start) = source.line_at(span.start);
+    let pad = " ".repeat(gutter);
+    // Caret width: the span's characters on its first line, at least one.
+    let span_end_on_line = span.end.min(line_start + line_text.len()).max(span.start);
+    let width = source
+        .text()
+        .get(span.start..span_end_on_line)
+        .map_or(1, |s| s.chars().count())
+        .max(1);
+    let indent: String = line_text
+        .chars()
+        .take(start.col - 1)
+        .map(|c| if c == '\t' { '\t' } else { ' ' })
+        .collect();
+    let _ = writeln!(out, "{pad} |");
+    let _ = writeln!(out, "{:>gutter$} | {}", start.line, line_text);
+    let carets = "^".repeat(width);
+    match label {
+        Some(label) => {
+            let _ = writeln!(out, "{pad} | {indent}{carets} {label}");
+        }
+        None => {
+            let _ = writeln!(out, "{pad} | {indent}{carets}");
+        }
     }
 }
 

@@ -133,7 +133,7 @@ fn text(p: &Pair<'_, Rule>) -> String {
 fn is_block(p: &Pair<'_, Rule>) -> bool {
     !matches!(
         p.as_rule(),
-        Rule::class_decl | Rule::module_decl | Rule::invariants_for
+        Rule::class_decl | Rule::module_decl | Rule::invariants_for | Rule::use_decl
     )
 }
 
@@ -188,6 +188,7 @@ impl Layout<'_> {
                     self.p.line(0, &format!("{keyword} {name}"), r, true);
                 }
                 Rule::class_decl => self.class_decl(part.clone(), widths[i], next),
+                Rule::use_decl => self.use_decl(part.clone(), next),
                 Rule::stage_decl | Rule::latch_decl | Rule::hosts_decl | Rule::rule_decl => {
                     self.block(part.clone(), next)
                 }
@@ -200,6 +201,32 @@ impl Layout<'_> {
                     self.p.verbatim(r, true);
                 }
             }
+        }
+    }
+
+    /// `use SOURCE[::ITEM] [for TOOLS]` on one line (the `for` list wraps like any list).
+    fn use_decl(&mut self, p: Pair<'_, Rule>, next: usize) {
+        let r = Range {
+            start: start(&p),
+            end: end(&p, &self.p),
+            next,
+        };
+        let mut head = String::from("use");
+        let mut targets = None;
+        for inner in p.into_inner() {
+            match inner.as_rule() {
+                Rule::use_source => {
+                    head.push(' ');
+                    head.push_str(inner.as_str().trim());
+                }
+                Rule::use_item => head.push_str(inner.as_str().trim()),
+                Rule::use_for => targets = inner.into_inner().next(),
+                _ => {}
+            }
+        }
+        match targets {
+            Some(t) => self.selectors(0, &format!("{head} for"), t, "", r),
+            None => self.p.line(0, &head, r, true),
         }
     }
 

@@ -20,6 +20,19 @@ fn erase_policy(p: &mut Policy) {
     ident(&mut p.module);
     for item in &mut p.items {
         match item {
+            Item::Use(u) => {
+                u.span = Span::default();
+                match &mut u.source {
+                    UseSource::Stdlib(n) => ident(n),
+                    UseSource::File(f) => f.span = Span::default(),
+                }
+                if let Some(i) = &mut u.item {
+                    ident(i);
+                }
+                if let Some(t) = &mut u.retarget {
+                    t.iter_mut().for_each(selector);
+                }
+            }
             Item::Class(c) => {
                 c.class.span = Span::default();
                 c.tools.iter_mut().for_each(ident);

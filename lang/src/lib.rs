@@ -19,5 +19,5 @@ mod span;
 
 pub use diagnostic::{render_all, Diagnostic, Severity};
 pub use fmt::{format_source, MAX_WIDTH};
-pub use parser::{parse, parse_invariants};
+pub use parser::{parse, parse_at, parse_invariants};
 pub use span::{LineCol, SourceFile, Span};

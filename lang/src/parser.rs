@@ -19,6 +19,8 @@ pub(crate) struct GateParser;
 /// Keywords that start a top-level declaration; recovery resumes at a line starting with one.
 const ITEM_KEYWORDS: &[&str] = &[
     "module",
+    "use",
+    "egress",
     "write",
     "ingest",
     "read",
@@ -59,10 +61,16 @@ fn parse_with_detail_on_error(
 
 /// Parses a whole policy. Returns every syntax error found when it fails.
 pub fn parse(text: &str) -> Result<Policy, Vec<Diagnostic>> {
+    parse_at(text, 0)
+}
+
+/// Parses a whole policy whose spans start at byte `base` rather than 0: an imported module
+/// placed after the importing file in one [`crate::SourceFile`]. Diagnostics are shifted too.
+pub fn parse_at(text: &str, base: usize) -> Result<Policy, Vec<Diagnostic>> {
     match parse_with_detail_on_error(Rule::file, text) {
         Ok(mut pairs) => {
             let file = pairs.next().ok_or_else(|| vec![internal(text)])?;
-            let mut b = Builder::new(0);
+            let mut b = Builder::new(base);
             let policy = b.file(file);
             if b.errors.is_empty() {
                 Ok(policy)
@@ -70,7 +78,13 @@ pub fn parse(text: &str) -> Result<Policy, Vec<Diagnostic>> {
                 Err(b.errors)
             }
         }
-        Err(err) => Err(recover(text, err)),
+        Err(err) => {
+            let mut diags = recover(text, err);
+            for d in &mut diags {
+                d.span = Span::new(d.span.start + base, d.span.end + base);
+            }
+            Err(diags)
+        }
     }
 }
 
@@ -392,6 +406,7 @@ impl Builder {
 
     fn item(&mut self, p: Pair<'_, Rule>) -> Option<Item> {
         Some(match p.as_rule() {
+            Rule::use_decl => Item::Use(self.use_decl(p)),
             Rule::class_decl => Item::Class(self.class_decl(p)),
             Rule::stage_decl => Item::Stage(self.stage_decl(p)),
             Rule::latch_decl => Item::Latch(self.latch_decl(p)),
@@ -406,6 +421,46 @@ impl Builder {
             }
             _ => return None,
         })
+    }
+
+    fn use_decl(&mut self, p: Pair<'_, Rule>) -> UseDecl {
+        let span = self.span(&p);
+        let mut source = UseSource::File(Spanned {
+            node: String::new(),
+            span,
+        });
+        let mut item = None;
+        let mut retarget = None;
+        for inner in p.into_inner() {
+            match inner.as_rule() {
+                Rule::use_source => {
+                    let Some(s) = inner.into_inner().next() else {
+                        continue;
+                    };
+                    source = if s.as_rule() == Rule::stdlib_path {
+                        match s.into_inner().next() {
+                            Some(n) => UseSource::Stdlib(self.ident(n)),
+                            None => source,
+                        }
+                    } else {
+                        let at = self.span(&s);
+                        UseSource::File(Spanned {
+                            node: self.string_value(s).unwrap_or_default(),
+                            span: at,
+                        })
+                    };
+                }
+                Rule::use_item => item = inner.into_inner().next().map(|n| self.ident(n)),
+                Rule::use_for => retarget = Some(self.selectors(inner.into_inner().next())),
+                _ => {}
+            }
+        }
+        UseDecl {
+            source,
+            item,
+            retarget,
+            span,
+        }
     }
 
     fn class_decl(&mut self, p: Pair<'_, Rule>) -> ClassDecl {

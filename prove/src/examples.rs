@@ -283,7 +283,7 @@ pub struct Coverage {
 impl Coverage {
     /// Coverage of `results` (the run of some test file) over `policy`.
     pub fn of(policy: &Policy, results: &[CaseResult]) -> Coverage {
-        let ast = toolgate_lang::parse(policy.source().text()).ok();
+        let ast = Some(policy.syntax());
         // Each rule's tools, resolved the way the compiler does.
         let mut rule_tools: Vec<(String, BTreeSet<String>)> = Vec::new();
         for item in ast.iter().flat_map(|a| a.items.iter()) {
@@ -294,7 +294,7 @@ impl Coverage {
                         Selector::Class(c) => tools.extend(
                             policy
                                 .tools()
-                                .filter(|(_, k)| *k == c.node)
+                                .filter(|(_, k)| k.selected_by(c.node))
                                 .map(|(n, _)| n.to_string()),
                         ),
                         Selector::Tool(t) => {

@@ -36,7 +36,7 @@ pub fn check_policy(
     invariants_file: Option<(&str, &str)>,
     config: &Config,
 ) -> Result<Vec<InvariantResult>, CompileError> {
-    let policy_ast = toolgate_lang::parse(policy.source().text()).ok();
+    let policy_ast = Some(policy.syntax());
     let mut results = Vec::new();
     if let Some(ast) = &policy_ast {
         if !policy.invariants().is_empty() {

@@ -113,7 +113,7 @@ pub fn decide(policy: &Policy, request: &Value) -> RefResponse {
     let selects = |sels: &[Selector], tool: &str| -> bool {
         let class = class_of(tool);
         sels.iter().any(|s| match s {
-            Selector::Class(c) => class == Some(c.node),
+            Selector::Class(c) => class.is_some_and(|k| k.selected_by(c.node)),
             Selector::Tool(t) => t.name == tool,
         })
     };

@@ -5,7 +5,6 @@ use super::tool_coverage;
 use super::tools_file::ToolsFile;
 use super::{display_name, read_input};
 use std::process::ExitCode;
-use toolgate_engine::Policy;
 use toolgate_lang::render_all;
 
 /// Arguments of `toolgate check`.
@@ -44,7 +43,7 @@ pub fn run(args: &Args) -> ExitCode {
                 continue;
             }
         };
-        match Policy::compile(display_name(path), &text) {
+        match super::compile_file(path, &text) {
             Ok(policy) => {
                 if !policy.warnings().is_empty() {
                     eprintln!("{}", render_all(policy.warnings(), policy.source()));

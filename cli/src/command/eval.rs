@@ -38,7 +38,7 @@ pub fn run(args: &Args) -> ExitCode {
 
 fn eval(args: &Args) -> Result<String, String> {
     let text = read_input(&args.policy).map_err(|e| format!("error: {e}"))?;
-    let policy = Policy::compile(display_name(&args.policy), &text).map_err(|e| {
+    let policy = super::compile_file(&args.policy, &text).map_err(|e| {
         // One paragraph: the diagnostics back to back, no blank lines between them.
         let rendered: String = e
             .diagnostics

@@ -4,7 +4,7 @@ use super::tools_file::ToolsFile;
 use super::{display_name, read_input};
 use serde_json::{json, Value};
 use std::process::ExitCode;
-use toolgate_engine::{Policy, Request};
+use toolgate_engine::Request;
 
 /// Arguments of `toolgate offer`.
 #[derive(clap::Args)]
@@ -46,7 +46,7 @@ fn offer(args: &Args) -> Result<String, String> {
         return Err("error: only one of --tools and --facts can read standard input".into());
     }
     let text = read_input(&args.policy).map_err(|e| format!("error: {e}"))?;
-    let policy = Policy::compile(display_name(&args.policy), &text)
+    let policy = super::compile_file(&args.policy, &text)
         .map_err(|e| format!("error: policy does not compile\n{}", e.render().trim_end()))?;
     let tools = ToolsFile::read(&args.tools)?;
     let facts_text = read_input(&args.facts).map_err(|e| format!("error: {e}"))?;

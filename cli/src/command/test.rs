@@ -7,7 +7,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use toolgate_engine::Policy;
 use toolgate_prove::invariants::{DEFAULT_CASES, DEFAULT_SEED};
 use toolgate_prove::{Config, Coverage, InvariantResult, TestFile};
 
@@ -136,7 +135,7 @@ fn test_policy(path: &Path, config: &Config, coverage: bool, tally: &mut Tally) 
             )
         }
     };
-    let policy = match Policy::compile(&shown, &text) {
+    let policy = match super::compile_file(&shown, &text) {
         Ok(p) => p,
         Err(e) => {
             return fail(

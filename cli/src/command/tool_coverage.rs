@@ -85,7 +85,7 @@ pub fn report(policy: &Policy, tools: &ToolsFile) -> bool {
 
 /// Where each tool is classified in the policy source, by a fresh parse of it.
 fn class_spans(policy: &Policy) -> Vec<(String, Span)> {
-    let Ok(ast) = toolgate_lang::parse(policy.source().text()) else {
+    let Ok(ast) = toolgate_lang::parse(policy.source().own_text()) else {
         return Vec::new();
     };
     ast.items

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
-use toolgate_engine::{Policy, PolicySet};
+use toolgate_engine::PolicySet;
 
 /// The outcome of the last load attempt, shown by `GET /v1/policies`.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -66,7 +66,7 @@ pub fn load_dir(dir: &Path, generation: u64) -> Result<PolicySet, String> {
         let name = f.display().to_string();
         match std::fs::read_to_string(f) {
             Err(e) => errors.push(format!("{name}: cannot read: {e}")),
-            Ok(text) => match Policy::compile(&name, &text) {
+            Ok(text) => match crate::command::compile_file(&name, &text) {
                 Ok(p) => policies.push(p),
                 Err(e) => errors.push(e.render()),
             },

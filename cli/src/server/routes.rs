@@ -141,9 +141,11 @@ fn diagnostics(
     ds.iter()
         .map(|d| {
             let at = src.line_col(d.span.start);
+            let file = src.name_at(d.span.start);
             json!({
                 "severity": if d.is_error() { "error" } else { "warning" },
                 "message": d.message,
+                "file": file,
                 "line": at.line,
                 "col": at.col,
                 "help": d.help,
