@@ -10,7 +10,7 @@
 //! accept exactly the valid requests, never to describe the invalid ones.
 
 use crate::view::{CallView, FactsView, LatchedView, MessageTable, RequestView};
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -27,6 +27,51 @@ pub(crate) fn parse<'a>(text: &'a str, custom: &[Box<str>]) -> Option<RequestVie
 
 fn invalid<E: de::Error>() -> E {
     E::custom("not a valid request")
+}
+
+/// A value read for its syntax only. Unlike serde's `IgnoredAny` it goes through
+/// `deserialize_any`, so serde_json's nesting limit applies to skipped values exactly as it
+/// does in the strict reader (found by the `decide_structured` fuzz target: a fact nested
+/// 65,535 deep was skipped here and refused there).
+struct Skip;
+
+impl<'de> Deserialize<'de> for Skip {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct SkipVisitor;
+        impl<'de> Visitor<'de> for SkipVisitor {
+            type Value = Skip;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
+                while seq.next_element::<Skip>()?.is_some() {}
+                Ok(Skip)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
+                while map.next_entry::<Skip, Skip>()?.is_some() {}
+                Ok(Skip)
+            }
+        }
+        d.deserialize_any(SkipVisitor)
+    }
 }
 
 /// A string, borrowed from the input when it has no escapes.
@@ -129,7 +174,7 @@ impl<'de> Visitor<'de> for FactsSeed<'_> {
                     facts.other.push((key.0, value));
                 }
                 _ => {
-                    map.next_value::<IgnoredAny>()?;
+                    map.next_value::<Skip>()?;
                 }
             }
         }
@@ -221,7 +266,7 @@ impl<'de> Visitor<'de> for MessageSeed<'_, 'de> {
                     })?;
                 }
                 _ => {
-                    map.next_value::<IgnoredAny>()?;
+                    map.next_value::<Skip>()?;
                 }
             }
         }
@@ -303,7 +348,7 @@ impl<'de> Deserialize<'de> for CalledEntry<'de> {
                         "tool" => tool = Some(map.next_value::<Str<'de>>()?.0),
                         "ok" => ok = map.next_value::<Option<bool>>()?.unwrap_or(false),
                         _ => {
-                            map.next_value::<IgnoredAny>()?;
+                            map.next_value::<Skip>()?;
                         }
                     }
                 }
@@ -364,7 +409,7 @@ impl<'de> Deserialize<'de> for CallEntry<'de> {
                             }
                         }
                         _ => {
-                            map.next_value::<IgnoredAny>()?;
+                            map.next_value::<Skip>()?;
                         }
                     }
                 }

@@ -95,26 +95,11 @@ pub fn parse_invariants(text: &str) -> Result<InvariantsFile, Vec<Diagnostic>> {
         Ok(mut pairs) => {
             let file = pairs.next().ok_or_else(|| vec![internal(text)])?;
             let mut b = Builder::new(0);
-            let mut policy = Ident {
-                name: String::new(),
-                span: Span::default(),
-            };
-            let mut items = Vec::new();
-            for inner in file.into_inner() {
-                match inner.as_rule() {
-                    Rule::invariants_for => {
-                        if let Some(n) = inner.into_inner().next() {
-                            policy = b.ident(n);
-                        }
-                    }
-                    Rule::EOI => {}
-                    _ => {
-                        if let Some(item) = b.item(inner) {
-                            items.push(item);
-                        }
-                    }
-                }
-            }
+            // The same shape as a policy: a header naming the module, then declarations.
+            let Policy {
+                module: policy,
+                items,
+            } = b.file(file);
             if b.errors.is_empty() {
                 Ok(InvariantsFile { policy, items })
             } else {
@@ -388,7 +373,7 @@ impl Builder {
         let mut items = Vec::new();
         for inner in p.into_inner() {
             match inner.as_rule() {
-                Rule::module_decl => {
+                Rule::module_decl | Rule::invariants_for => {
                     if let Some(n) = inner.into_inner().next() {
                         module = self.ident(n);
                     }

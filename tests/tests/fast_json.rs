@@ -240,3 +240,15 @@ fn agree_on_hand_written_edge_cases() {
         );
     }
 }
+
+/// Regression, found by the `decide_structured` fuzz target: a custom fact nested 535 deep,
+/// which no rule reads, was skipped by the fast reader (serde's `IgnoredAny` does not count
+/// nesting) but refused by the strict one ("recursion limit exceeded").
+#[test]
+fn a_deeply_nested_unread_fact_is_refused_on_both_paths() {
+    let text = include_str!("../fixtures/fast_json/deep_unread_fact.json");
+    let policy = toolgate_tests::example_policy("coach");
+    let fast = policy.decide_json(text);
+    assert!(fast.is_err(), "{fast:?}");
+    assert_eq!(fast, strict(&policy, text));
+}
