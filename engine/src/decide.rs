@@ -31,7 +31,11 @@ pub struct Verdict(Outcome);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Outcome {
-    Allow { fail_open: bool },
+    /// `tool`: the id resolved for the call, kept so the response needs no second lookup.
+    Allow {
+        fail_open: bool,
+        tool: ToolId,
+    },
     Unclassified,
     NoStage,
     UnknownStage,
@@ -49,7 +53,13 @@ impl Verdict {
 
     /// True when the call was allowed only because a fail-open rule's facts were absent.
     pub fn fail_open(self) -> bool {
-        matches!(self.0, Outcome::Allow { fail_open: true })
+        matches!(
+            self.0,
+            Outcome::Allow {
+                fail_open: true,
+                ..
+            }
+        )
     }
 }
 
@@ -221,7 +231,7 @@ impl Policy {
                     opaque_tokens: Vec::new(),
                     sanitise_output: false,
                 };
-                if let (true, Some(id)) = (d.allow, self.tool_id(call.tool())) {
+                if let Outcome::Allow { tool: id, .. } = v.0 {
                     let tool = &self.tools[id.index()];
                     d.sanitise_output = tool.sanitise_output;
                     if self.vault_aware {
@@ -312,7 +322,10 @@ impl Policy {
             return Outcome::Latch(blocking.trailing_zeros() as u8);
         }
         if tool.rules.is_empty() {
-            return Outcome::Allow { fail_open: false };
+            return Outcome::Allow {
+                fail_open: false,
+                tool: id,
+            };
         }
         let env = Env {
             args: call.args(),
@@ -328,7 +341,10 @@ impl Policy {
                 Truth::False | Truth::Unknown(_) => return Outcome::Rule(rule_id),
             }
         }
-        Outcome::Allow { fail_open }
+        Outcome::Allow {
+            fail_open,
+            tool: id,
+        }
     }
 }
 

@@ -13,7 +13,7 @@
 
 use crate::error::RequestError;
 use crate::policy::Policy;
-use crate::request::{Facts, Latched, Request};
+use crate::request::{read_json, schema, top_object, type_name, Facts, Latched, Request};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
@@ -223,33 +223,16 @@ impl ToolDef {
 impl OfferRequest {
     /// Reads an offer request from JSON text; errors name the field at fault.
     pub fn from_json(text: &str) -> Result<Self, RequestError> {
-        let value: Value = serde_json::from_str(text).map_err(|e| RequestError::Json {
-            line: e.line(),
-            column: e.column(),
-            message: e.to_string(),
-        })?;
-        Self::from_value(value)
+        Self::from_value(read_json(text)?)
     }
 
     /// Reads an offer request from an already parsed JSON value.
     pub fn from_value(value: Value) -> Result<Self, RequestError> {
-        let Value::Object(mut top) = value else {
-            return Err(schema(
-                "",
-                format!("expected an object, found {}", type_name(&value)),
-            ));
-        };
-        if let Some(key) = top.keys().find(|k| {
-            !matches!(
-                k.as_str(),
-                "facts" | "tools" | "policy" | "session" | "turn"
-            )
-        }) {
-            return Err(schema(
-                key,
-                "unknown field; an offer request has `facts`, `tools` and optionally `policy`, `session`, `turn`",
-            ));
-        }
+        let mut top = top_object(
+            value,
+            &["facts", "tools", "policy", "session", "turn"],
+            "an offer request has `facts`, `tools` and optionally `policy`, `session`, `turn`",
+        )?;
         let tools = match top.remove("tools") {
             Some(v) => ToolDef::list_from_value(v, "tools")?,
             None => {
@@ -509,24 +492,6 @@ fn or_list(items: &[String]) -> String {
         [] => String::new(),
         [one] => one.clone(),
         [init @ .., last] => format!("{} or {last}", init.join(", ")),
-    }
-}
-
-fn schema(path: &str, message: impl Into<String>) -> RequestError {
-    RequestError::Schema {
-        path: path.into(),
-        message: message.into(),
-    }
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a bool",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -140,33 +140,16 @@ impl Request {
     /// Errors carry the line and column of bad JSON, or the path of the field that does not
     /// fit the schema (`facts.messages[2].from`).
     pub fn from_json(text: &str) -> Result<Self, RequestError> {
-        let value: Value = serde_json::from_str(text).map_err(|e| RequestError::Json {
-            line: e.line(),
-            column: e.column(),
-            message: e.to_string(),
-        })?;
-        Self::from_value(value)
+        Self::from_value(read_json(text)?)
     }
 
     /// Reads a request from an already parsed JSON value.
     pub fn from_value(value: Value) -> Result<Self, RequestError> {
-        let Value::Object(mut top) = value else {
-            return Err(schema(
-                "",
-                format!("expected an object, found {}", type_name(&value)),
-            ));
-        };
-        if let Some(key) = top.keys().find(|k| {
-            !matches!(
-                k.as_str(),
-                "facts" | "calls" | "policy" | "session" | "turn"
-            )
-        }) {
-            return Err(schema(
-                key,
-                "unknown field; a request has `facts`, `calls` and optionally `policy`, `session`, `turn`",
-            ));
-        }
+        let mut top = top_object(
+            value,
+            &["facts", "calls", "policy", "session", "turn"],
+            "a request has `facts`, `calls` and optionally `policy`, `session`, `turn`",
+        )?;
         let facts = match top.remove("facts") {
             None | Some(Value::Null) => Facts::default(),
             Some(v) => Facts::from_value(v)?,
@@ -446,7 +429,36 @@ fn opt_string(
     }
 }
 
-fn schema(path: &str, message: impl Into<String>) -> RequestError {
+/// Parses JSON text, keeping serde_json's line and column on failure.
+pub(crate) fn read_json(text: &str) -> Result<Value, RequestError> {
+    serde_json::from_str(text).map_err(|e| RequestError::Json {
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    })
+}
+
+/// The top-level object of a request body, refusing keys outside `allowed`; `shape` says
+/// what the body may hold, for the error.
+pub(crate) fn top_object(
+    value: Value,
+    allowed: &[&str],
+    shape: &str,
+) -> Result<Map<String, Value>, RequestError> {
+    let Value::Object(top) = value else {
+        return Err(schema(
+            "",
+            format!("expected an object, found {}", type_name(&value)),
+        ));
+    };
+    if let Some(key) = top.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(schema(key, format!("unknown field; {shape}")));
+    }
+    Ok(top)
+}
+
+/// A schema error at `path` (the whole body when `path` is empty).
+pub(crate) fn schema(path: &str, message: impl Into<String>) -> RequestError {
     RequestError::Schema {
         path: if path.is_empty() {
             "(request)".to_string()

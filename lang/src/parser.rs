@@ -473,16 +473,19 @@ impl Builder {
         );
     }
 
+    /// A declaration's name, or an empty one at the declaration's span when the tree lacks
+    /// it (only after a syntax error already reported).
+    fn name_or_empty(&mut self, name: Option<Pair<'_, Rule>>, span: Span) -> Ident {
+        name.map(|n| self.ident(n)).unwrap_or_else(|| Ident {
+            name: String::new(),
+            span,
+        })
+    }
+
     fn stage_decl(&mut self, p: Pair<'_, Rule>) -> StageDecl {
         let span = self.span(&p);
         let mut inner = p.into_inner();
-        let name = inner
-            .next()
-            .map(|n| self.ident(n))
-            .unwrap_or_else(|| Ident {
-                name: String::new(),
-                span,
-            });
+        let name = self.name_or_empty(inner.next(), span);
         let mut stage = StageDecl {
             name,
             tools: Vec::new(),
@@ -526,13 +529,7 @@ impl Builder {
     fn latch_decl(&mut self, p: Pair<'_, Rule>) -> LatchDecl {
         let span = self.span(&p);
         let mut inner = p.into_inner();
-        let name = inner
-            .next()
-            .map(|n| self.ident(n))
-            .unwrap_or_else(|| Ident {
-                name: String::new(),
-                span,
-            });
+        let name = self.name_or_empty(inner.next(), span);
         let mut latch = LatchDecl {
             name,
             set_by: Vec::new(),
@@ -589,13 +586,7 @@ impl Builder {
     fn hosts_decl(&mut self, p: Pair<'_, Rule>) -> HostsDecl {
         let span = self.span(&p);
         let mut inner = p.into_inner();
-        let name = inner
-            .next()
-            .map(|n| self.ident(n))
-            .unwrap_or_else(|| Ident {
-                name: String::new(),
-                span,
-            });
+        let name = self.name_or_empty(inner.next(), span);
         let mut hosts = HostsDecl {
             name,
             schemes: Vec::new(),
@@ -641,13 +632,7 @@ impl Builder {
     fn detokenise_decl(&mut self, p: Pair<'_, Rule>) -> DetokeniseDecl {
         let span = self.span(&p);
         let mut inner = p.into_inner();
-        let tool = inner
-            .next()
-            .map(|n| self.ident(n))
-            .unwrap_or_else(|| Ident {
-                name: String::new(),
-                span,
-            });
+        let tool = self.name_or_empty(inner.next(), span);
         let paths = inner
             .next()
             .map(|args| args.into_inner().map(|path| self.path(path)).collect())
@@ -658,13 +643,7 @@ impl Builder {
     fn rule_decl(&mut self, p: Pair<'_, Rule>) -> RuleDecl {
         let span = self.span(&p);
         let mut inner = p.into_inner();
-        let name = inner
-            .next()
-            .map(|n| self.ident(n))
-            .unwrap_or_else(|| Ident {
-                name: String::new(),
-                span,
-            });
+        let name = self.name_or_empty(inner.next(), span);
         let targets = self.selectors(inner.next());
         let mut rule = RuleDecl {
             name,
