@@ -469,6 +469,10 @@ impl Compiler {
         for (t, r) in tools.iter_mut().zip(tool_rules) {
             t.rules = r.into_boxed_slice();
         }
+        let mut slots = 0..crate::decide::MEMO_SLOTS as u8;
+        for rule in rules.iter_mut().filter(|r| !r.cond.reads_args()) {
+            rule.memo = slots.next();
+        }
         Some(Parts {
             tool_index: self.tool_index.clone(),
             tools,
@@ -663,11 +667,7 @@ impl Compiler {
             conds.push(self.cond(e, &mut cats)?);
         }
         let kind = cats.kind();
-        let cond = if conds.len() == 1 {
-            conds.pop()?
-        } else {
-            Cond::And(conds.into_boxed_slice())
-        };
+        let cond = Cond::all(conds);
         let fail_open = match &decl.on_missing {
             Some(m) => m.node == ast::OnMissing::Allow,
             None => kind == DenyKind::Precondition,
@@ -699,6 +699,7 @@ impl Compiler {
             fail_open,
             refusal,
             requirement: refusal::requirement(&decl.requires, &hosts).into(),
+            memo: None,
         })
     }
 
@@ -710,7 +711,7 @@ impl Compiler {
                 cats.args = true;
                 Cond::Const(*b)
             }
-            ExprKind::And(parts) => Cond::And(self.conds(parts, cats)?),
+            ExprKind::And(parts) => Cond::all(self.conds(parts, cats)?.into_vec()),
             ExprKind::Or(parts) => Cond::Or(self.conds(parts, cats)?),
             ExprKind::Not(inner) => Cond::Not(Box::new(self.cond(inner, cats)?)),
             ExprKind::Call(call) => {

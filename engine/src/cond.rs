@@ -27,6 +27,24 @@ pub(crate) const ABSENT: u8 = 1;
 pub(crate) const INVALID: u8 = 2;
 
 impl Truth {
+    /// A one-byte encoding: 0 true, 1 false, `0x80 | flags` unknown.
+    pub(crate) fn to_byte(self) -> u8 {
+        match self {
+            Truth::True => 0,
+            Truth::False => 1,
+            Truth::Unknown(flags) => 0x80 | flags,
+        }
+    }
+
+    /// The inverse of [`Truth::to_byte`].
+    pub(crate) fn from_byte(b: u8) -> Self {
+        match b {
+            0 => Truth::True,
+            1 => Truth::False,
+            _ => Truth::Unknown(b & 0x7f),
+        }
+    }
+
     fn from_bool(b: bool) -> Self {
         if b {
             Truth::True
@@ -44,6 +62,9 @@ pub(crate) enum Cond {
     Or(Box<[Cond]>),
     Not(Box<Cond>),
     Test(ValuePath, Test),
+    /// A conjunction of tests on one path (`args.amount is number and args.amount <= 250`),
+    /// so the path is looked up once. Built by [`Cond::all`]; same value as the `And`.
+    SamePath(ValuePath, Box<[Test]>),
     ClientSentMedia {
         within: usize,
         kinds: Box<[Box<str>]>,
@@ -107,6 +128,7 @@ pub(crate) enum Found<'a> {
 }
 
 /// What looking up a path gave.
+#[derive(Clone, Copy)]
 pub(crate) enum Lookup<'a> {
     Found(Found<'a>),
     /// A fact the request does not supply.
@@ -126,42 +148,18 @@ impl Cond {
     pub(crate) fn eval(&self, env: &Env<'_>) -> Truth {
         match self {
             Cond::Const(b) => Truth::from_bool(*b),
-            Cond::And(parts) => {
-                let mut unknown = 0u8;
-                for p in parts.iter() {
-                    match p.eval(env) {
-                        Truth::False => return Truth::False,
-                        Truth::Unknown(f) => unknown |= f,
-                        Truth::True => {}
-                    }
-                }
-                if unknown != 0 {
-                    Truth::Unknown(unknown)
-                } else {
-                    Truth::True
-                }
-            }
-            Cond::Or(parts) => {
-                let mut unknown = 0u8;
-                for p in parts.iter() {
-                    match p.eval(env) {
-                        Truth::True => return Truth::True,
-                        Truth::Unknown(f) => unknown |= f,
-                        Truth::False => {}
-                    }
-                }
-                if unknown != 0 {
-                    Truth::Unknown(unknown)
-                } else {
-                    Truth::False
-                }
-            }
+            Cond::And(parts) => all_of(parts.iter().map(|p| p.eval(env))),
+            Cond::Or(parts) => any_of(parts.iter().map(|p| p.eval(env))),
             Cond::Not(inner) => match inner.eval(env) {
                 Truth::True => Truth::False,
                 Truth::False => Truth::True,
                 u => u,
             },
             Cond::Test(path, test) => eval_test(path, test, env),
+            Cond::SamePath(path, tests) => {
+                let found = lookup(path, env);
+                all_of(tests.iter().map(|t| apply(found, t, env)))
+            }
             Cond::ClientSentMedia { within, kinds } => match env.facts.messages() {
                 None => Truth::Unknown(ABSENT),
                 Some(ms) => Truth::from_bool(ms.client_sent_media(*within, kinds)),
@@ -185,6 +183,53 @@ impl Cond {
         }
     }
 
+    /// The conjunction of `parts`, with each run of adjacent tests on one path fused into
+    /// one [`Cond::SamePath`]. Kleene `and` does not depend on the order or grouping of its
+    /// parts, so the value is unchanged; only the lookups are shared.
+    pub(crate) fn all(parts: Vec<Cond>) -> Cond {
+        let mut out: Vec<Cond> = Vec::with_capacity(parts.len());
+        for part in parts {
+            let Cond::Test(path, test) = part else {
+                out.push(part);
+                continue;
+            };
+            match out.last_mut() {
+                Some(Cond::SamePath(p, tests)) if *p == path => {
+                    let mut v = std::mem::take(tests).into_vec();
+                    v.push(test);
+                    *tests = v.into_boxed_slice();
+                }
+                Some(Cond::Test(p, _)) if *p == path => {
+                    // The arm's guard just saw this test at the end of `out`.
+                    if let Some(Cond::Test(p, first)) = out.pop() {
+                        out.push(Cond::SamePath(p, vec![first, test].into_boxed_slice()));
+                    }
+                }
+                _ => out.push(Cond::Test(path, test)),
+            }
+        }
+        if out.len() == 1 {
+            out.pop().unwrap_or(Cond::Const(true))
+        } else {
+            Cond::And(out.into_boxed_slice())
+        }
+    }
+
+    /// True when the condition reads the call's arguments. One that does not has the same
+    /// value for every call of a batch, so the evaluator computes it once per batch.
+    pub(crate) fn reads_args(&self) -> bool {
+        match self {
+            Cond::And(parts) | Cond::Or(parts) => parts.iter().any(Cond::reads_args),
+            Cond::Not(inner) => inner.reads_args(),
+            Cond::Test(path, _) | Cond::SamePath(path, _) => path.root == Root::Args,
+            Cond::Const(_)
+            | Cond::ClientSentMedia { .. }
+            | Cond::FieldFilled(_)
+            | Cond::CalledBefore(_)
+            | Cond::MinClientMessages(_) => false,
+        }
+    }
+
     /// Adds to `out` the top-level keys of custom facts this condition reads.
     pub(crate) fn collect_custom_facts(&self, out: &mut Vec<Box<str>>) {
         match self {
@@ -198,6 +243,13 @@ impl Cond {
                     ..
                 },
                 _,
+            )
+            | Cond::SamePath(
+                ValuePath {
+                    root: Root::Other(key),
+                    ..
+                },
+                _,
             ) if !out.contains(key) => {
                 out.push(key.clone());
             }
@@ -206,6 +258,7 @@ impl Cond {
     }
 }
 
+#[inline]
 pub(crate) fn lookup<'a>(path: &ValuePath, env: &Env<'a>) -> Lookup<'a> {
     let (start, fail) = match &path.root {
         Root::Args => (env.args, Lookup::Missing),
@@ -261,8 +314,51 @@ fn walk<'a>(mut v: &'a Value, segs: &[Seg]) -> Option<&'a Value> {
     Some(v)
 }
 
+/// Kleene `and` of lazily computed parts: false as soon as one part is false, else
+/// unknown (with every reason seen) if any part is unknown.
+#[inline]
+fn all_of(parts: impl Iterator<Item = Truth>) -> Truth {
+    let mut unknown = 0u8;
+    for t in parts {
+        match t {
+            Truth::False => return Truth::False,
+            Truth::Unknown(f) => unknown |= f,
+            Truth::True => {}
+        }
+    }
+    if unknown != 0 {
+        Truth::Unknown(unknown)
+    } else {
+        Truth::True
+    }
+}
+
+/// Kleene `or`, the dual of [`all_of`].
+#[inline]
+fn any_of(parts: impl Iterator<Item = Truth>) -> Truth {
+    let mut unknown = 0u8;
+    for t in parts {
+        match t {
+            Truth::True => return Truth::True,
+            Truth::Unknown(f) => unknown |= f,
+            Truth::False => {}
+        }
+    }
+    if unknown != 0 {
+        Truth::Unknown(unknown)
+    } else {
+        Truth::False
+    }
+}
+
 pub(crate) fn eval_test(path: &ValuePath, test: &Test, env: &Env<'_>) -> Truth {
-    let found = match lookup(path, env) {
+    apply(lookup(path, env), test, env)
+}
+
+/// `test` applied to what looking up its path gave.
+#[inline]
+fn apply(found: Lookup<'_>, test: &Test, env: &Env<'_>) -> Truth {
+    let found = match found {
         Lookup::Found(f) => f,
         Lookup::Absent => {
             return match test {
@@ -377,5 +473,23 @@ fn is_type(f: Found<'_>, t: TypeName) -> bool {
             }
             _ => false,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truth_survives_its_byte_encoding() {
+        for t in [
+            Truth::True,
+            Truth::False,
+            Truth::Unknown(ABSENT),
+            Truth::Unknown(INVALID),
+            Truth::Unknown(ABSENT | INVALID),
+        ] {
+            assert_eq!(Truth::from_byte(t.to_byte()), t);
+        }
     }
 }

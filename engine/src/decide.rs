@@ -11,7 +11,7 @@ use crate::cond::{Env, Truth, ABSENT};
 use crate::error::RequestError;
 use crate::fast_json;
 use crate::ids::{RuleId, StageId, ToolId};
-use crate::policy::{Policy, StageInfo};
+use crate::policy::{Policy, RuleInfo, StageInfo};
 use crate::request::Request;
 use crate::response::{Decision, DenyKind, LatchState, Response};
 use crate::vault;
@@ -21,6 +21,40 @@ use std::sync::Arc;
 
 /// Batches up to this many calls resolve their tool ids on the stack.
 pub const STACK_BATCH: usize = 32;
+
+/// How many argument-free rules are remembered per batch (the rest are evaluated per call).
+pub(crate) const MEMO_SLOTS: usize = 32;
+
+/// The per-batch results of rules that read no call arguments: their value is the same for
+/// every call, so "the client sent a photo" is computed once however many payouts the batch
+/// holds. Results are kept as bytes so a fresh memo is one small zeroed array.
+struct Memo {
+    known: u32,
+    truths: [u8; MEMO_SLOTS],
+}
+
+impl Memo {
+    fn new() -> Self {
+        Memo {
+            known: 0,
+            truths: [0; MEMO_SLOTS],
+        }
+    }
+
+    /// `rule`'s value, computed on first use.
+    #[inline]
+    fn eval(&mut self, rule: &RuleInfo, env: &Env<'_>) -> Truth {
+        let Some(slot) = rule.memo else {
+            return rule.cond.eval(env);
+        };
+        let bit = 1u32 << slot;
+        if self.known & bit == 0 {
+            self.truths[usize::from(slot)] = rule.cond.eval(env).to_byte();
+            self.known |= bit;
+        }
+        Truth::from_byte(self.truths[usize::from(slot)])
+    }
+}
 
 /// The outcome for one call, without text: whether it may run and, if not, what denied it.
 ///
@@ -61,6 +95,16 @@ impl Verdict {
             }
         )
     }
+}
+
+/// What every call of a batch is judged against.
+struct Batch<'a> {
+    stage: ActiveStage<'a>,
+    /// Turns used in the active stage.
+    turns: u64,
+    /// The latch mask after the pre-scan.
+    latched: u64,
+    facts: FactsRef<'a>,
 }
 
 /// The active stage as the request gives it.
@@ -195,12 +239,19 @@ impl Policy {
                 None => ActiveStage::Unknown,
             },
         };
-        let turns = facts.stage_turns().unwrap_or(0);
-        for (call, id) in calls.iter().zip(ids.iter()) {
-            out.push(Verdict(
-                self.judge(call, *id, &stage, turns, latched, facts),
-            ));
-        }
+        let batch = Batch {
+            stage,
+            turns: facts.stage_turns().unwrap_or(0),
+            latched,
+            facts,
+        };
+        let mut memo = Memo::new();
+        out.extend(
+            calls
+                .iter()
+                .zip(ids.iter())
+                .map(|(call, id)| Verdict(self.judge(call, *id, &batch, &mut memo))),
+        );
         latched
     }
 
@@ -296,27 +347,25 @@ impl Policy {
         &self,
         call: &C,
         id: Option<ToolId>,
-        stage: &ActiveStage<'_>,
-        turns: u64,
-        latched: u64,
-        facts: FactsRef<'_>,
+        batch: &Batch<'_>,
+        memo: &mut Memo,
     ) -> Outcome {
         let Some(id) = id else {
             return Outcome::Unclassified;
         };
-        let (stage_id, stage) = match stage {
-            ActiveStage::Known(s) => (s.id, *s),
+        let (stage_id, stage) = match batch.stage {
+            ActiveStage::Known(s) => (s.id, s),
             ActiveStage::Unknown => return Outcome::UnknownStage,
             ActiveStage::Missing => return Outcome::NoStage,
         };
         if !stage.tools.contains(id) {
             return Outcome::Whitelist(stage_id);
         }
-        if stage.max_turns.is_some_and(|max| turns > max) {
+        if stage.max_turns.is_some_and(|max| batch.turns > max) {
             return Outcome::Turns(stage_id);
         }
         let tool = &self.tools[id.index()];
-        let blocking = tool.blocked_by & latched;
+        let blocking = tool.blocked_by & batch.latched;
         if blocking != 0 {
             // At most 64 latches, so the index fits in a u8.
             return Outcome::Latch(blocking.trailing_zeros() as u8);
@@ -329,13 +378,13 @@ impl Policy {
         }
         let env = Env {
             args: call.args(),
-            facts,
+            facts: batch.facts,
             hosts: &self.host_lists,
         };
         let mut fail_open = false;
         for &rule_id in tool.rules.iter() {
             let rule = &self.rules[rule_id.index()];
-            match rule.cond.eval(&env) {
+            match memo.eval(rule, &env) {
                 Truth::True => {}
                 Truth::Unknown(ABSENT) if rule.fail_open => fail_open = true,
                 Truth::False | Truth::Unknown(_) => return Outcome::Rule(rule_id),

@@ -175,6 +175,9 @@ impl Policy {
             }
             Cond::Not(inner) => self.describe(inner, env, out),
             Cond::Test(path, test) => out.push(self.describe_test(path, test, env)),
+            Cond::SamePath(path, tests) => {
+                out.extend(tests.iter().map(|t| self.describe_test(path, t, env)))
+            }
             Cond::ClientSentMedia { within, kinds } => out.push(match env.facts.messages() {
                 None => "messages absent".into(),
                 Some(ms) => {

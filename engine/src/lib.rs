@@ -43,6 +43,7 @@ mod sessions;
 mod tool_set;
 mod vault;
 mod view;
+mod words;
 
 pub use compile::{MAX_SOURCE_BYTES, MAX_WINDOW};
 pub use decide::{Verdict, STACK_BATCH};

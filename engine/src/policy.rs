@@ -86,6 +86,10 @@ pub(crate) struct RuleInfo {
     pub(crate) refusal: Arc<str>,
     /// What the rule requires, in words (shown to the model when the tool is offered).
     pub(crate) requirement: Arc<str>,
+    /// The rule's slot in the per-batch memo, when its condition reads no call arguments
+    /// (so one evaluation serves every call of the batch). `None` for rules that read
+    /// arguments, and past the memo's [`crate::decide::MEMO_SLOTS`] slots.
+    pub(crate) memo: Option<u8>,
 }
 
 /// Refusals that do not come from a declaration.
