@@ -4,7 +4,7 @@
 //! own rules in source order. The first failing check decides.
 //!
 //! The core ([`Policy::decide_into`]) writes one text-free [`Verdict`] per call into a
-//! caller-owned buffer and allocates nothing for batches of up to [`STACK_BATCH`] calls;
+//! caller-owned buffer and allocates nothing once that buffer has room for the batch;
 //! [`Policy::decide`] and [`Policy::decide_json`] add the response (ids, names, refusals).
 
 use crate::cond::{Env, Truth, ABSENT};
@@ -18,9 +18,6 @@ use crate::vault;
 use crate::view::{CallLike, FactsRef, LatchedRef};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// Batches up to this many calls resolve their tool ids on the stack.
-pub const STACK_BATCH: usize = 32;
 
 /// How many argument-free rules are remembered per batch (the rest are evaluated per call).
 pub(crate) const MEMO_SLOTS: usize = 32;
@@ -128,7 +125,7 @@ impl Policy {
     /// request order, and returns the batch's latch state.
     ///
     /// This is the allocation-free core: reuse `out` across batches and nothing is allocated
-    /// for batches of up to [`STACK_BATCH`] calls.
+    /// once it has grown to the largest batch.
     pub fn decide_into(&self, request: &Request, out: &mut Vec<Verdict>) -> LatchState {
         let facts = FactsRef::Owned(&request.facts);
         let latched = self.run(facts, &request.calls, out);
@@ -211,26 +208,27 @@ impl Policy {
     }
 
     /// The shared core: latch pre-scan, then one verdict per call. Returns the latch mask.
+    ///
+    /// The pre-scan writes each call's resolved tool id into its own slot of `out` (as an
+    /// allow, or `Unclassified` for an unknown name), and the second pass replaces it with the
+    /// verdict, so no other buffer is needed whatever the batch size.
     fn run<C: CallLike>(&self, facts: FactsRef<'_>, calls: &[C], out: &mut Vec<Verdict>) -> u64 {
-        out.clear();
-        let mut on_stack = [None; STACK_BATCH];
-        let mut on_heap = Vec::new();
-        let ids: &mut [Option<ToolId>] = if calls.len() <= STACK_BATCH {
-            &mut on_stack[..calls.len()]
-        } else {
-            on_heap.resize(calls.len(), None);
-            &mut on_heap
-        };
-
         // Pre-scan: the latch reflects the whole batch's intent, not its array order. A setter
         // counts whether or not its own call is allowed.
         let mut latched = self.initial_latches(facts.latched());
-        for (slot, call) in ids.iter_mut().zip(calls) {
-            *slot = self.tool_id(call.tool());
-            if let Some(id) = slot {
-                latched |= self.tools[id.index()].sets;
-            }
-        }
+        out.clear();
+        out.extend(calls.iter().map(|call| {
+            Verdict(match self.tool_id(call.tool()) {
+                Some(tool) => {
+                    latched |= self.tools[tool.index()].sets;
+                    Outcome::Allow {
+                        fail_open: false,
+                        tool,
+                    }
+                }
+                None => Outcome::Unclassified,
+            })
+        }));
 
         let stage = match facts.stage() {
             None => ActiveStage::Missing,
@@ -246,12 +244,13 @@ impl Policy {
             facts,
         };
         let mut memo = Memo::new();
-        out.extend(
-            calls
-                .iter()
-                .zip(ids.iter())
-                .map(|(call, id)| Verdict(self.judge(call, *id, &batch, &mut memo))),
-        );
+        for (slot, call) in out.iter_mut().zip(calls) {
+            let id = match slot.0 {
+                Outcome::Allow { tool, .. } => Some(tool),
+                _ => None,
+            };
+            slot.0 = self.judge(call, id, &batch, &mut memo);
+        }
         latched
     }
 

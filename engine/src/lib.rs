@@ -46,7 +46,7 @@ mod view;
 mod words;
 
 pub use compile::{MAX_SOURCE_BYTES, MAX_WINDOW};
-pub use decide::{Verdict, STACK_BATCH};
+pub use decide::Verdict;
 pub use error::{CompileError, RequestError};
 pub use explain::{CallExplanation, Step};
 pub use hot_swap::{DuplicateModule, PolicySet, PolicyStore};

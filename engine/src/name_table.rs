@@ -1,9 +1,9 @@
 //! A read-only name → id table for the names a request uses on the hot path (tools, stages).
 //!
 //! Built once per policy: open addressing over a power-of-two array. A name's key is its
-//! length and its first and last eight bytes; for names of up to 16 bytes the key *is* the
-//! name, so a slot holding the same key holds the same name, and longer names compare only
-//! their middle bytes. The slot index is a seeded multiplicative hash of the key. For a
+//! length and its first, second and last eight bytes; for names of up to 24 bytes the key
+//! *is* the name, so a slot holding the same key holds the same name, and longer names
+//! compare only the bytes the key leaves out. The slot index is a seeded multiplicative hash of the key. For a
 //! policy's few dozen tools the build tries seeds until every name has a slot of its own, so
 //! a lookup is one hash and one key comparison. The longest probe sequence is measured at
 //! build time and bounds every lookup, so no name a request sends can make a lookup longer
@@ -24,26 +24,47 @@ pub(crate) struct NameTable {
     max_probe: usize,
 }
 
-/// A name's length and its first and last (up to) eight bytes.
+/// A name's length and its first, second and last (up to) eight bytes: for names of up to
+/// 24 bytes, all of it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Key {
     head: u64,
+    mid: u64,
     tail: u64,
     len: usize,
 }
+
+/// Names longer than this compare the bytes their key does not cover.
+const KEY_COVERS: usize = 24;
 
 impl Key {
     #[inline(always)]
     fn of(b: &[u8]) -> Key {
         let len = b.len();
-        let (head, tail) = if len >= 8 {
-            (read8(&b[..8]), read8(&b[len - 8..]))
+        if len >= 16 {
+            Key {
+                head: read8(&b[..8]),
+                mid: read8(&b[8..16]),
+                tail: read8(&b[len - 8..]),
+                len,
+            }
+        } else if len >= 8 {
+            Key {
+                head: read8(&b[..8]),
+                mid: 0,
+                tail: read8(&b[len - 8..]),
+                len,
+            }
         } else {
             let mut padded = [0u8; 8];
             padded[..len].copy_from_slice(b);
-            (u64::from_le_bytes(padded), 0)
-        };
-        Key { head, tail, len }
+            Key {
+                head: u64::from_le_bytes(padded),
+                mid: 0,
+                tail: 0,
+                len,
+            }
+        }
     }
 
     #[inline(always)]
@@ -70,8 +91,11 @@ impl Slot {
     fn holds(&self, key: Key, name: &[u8]) -> bool {
         self.key == key
             && self.value != EMPTY
-            // Up to 16 bytes, the key covers the whole name.
-            && (key.len <= 16 || words::eq(&self.name.as_bytes()[8..key.len - 8], &name[8..key.len - 8]))
+            && (key.len <= KEY_COVERS
+                || words::eq(
+                    &self.name.as_bytes()[16..key.len - 8],
+                    &name[16..key.len - 8],
+                ))
     }
 }
 
@@ -158,15 +182,20 @@ impl NameTable {
         let name = name.as_bytes();
         let key = Key::of(name);
         let mut i = (key.hash(self.seed) >> self.shift) as usize;
-        for _ in 0..self.max_probe {
-            let slot = &self.slots[i];
-            if slot.holds(key, name) {
-                return Some(slot.value);
-            }
+        // The first probe, unrolled: with a seed that spread the names it is the only one.
+        let slot = &self.slots[i];
+        if slot.holds(key, name) {
+            return Some(slot.value);
+        }
+        for _ in 1..self.max_probe {
             if slot.value == EMPTY {
                 return None;
             }
             i = (i + 1) & self.mask;
+            let slot = &self.slots[i];
+            if slot.holds(key, name) {
+                return Some(slot.value);
+            }
         }
         None
     }
@@ -205,13 +234,16 @@ mod tests {
 
     #[test]
     fn names_equal_at_both_ends_differ_in_the_middle() {
-        // Same length, same first and last eight bytes: same hash, so only the comparison tells them
-        // apart.
-        let a = "abcdefgh_X_stuvwxyz";
-        let b = "abcdefgh_Y_stuvwxyz";
-        let t = NameTable::new([(a, 1)]);
-        assert_eq!(t.get(a), Some(1));
-        assert_eq!(t.get(b), None);
+        // Same length, same first and last eight bytes: same hash, so only the key's middle
+        // word, or the bytes past it, tell them apart.
+        for (a, b) in [
+            ("abcdefgh_X_stuvwxyz", "abcdefgh_Y_stuvwxyz"),
+            ("abcdefgh12345678_X_stuvwxyz", "abcdefgh12345678_Y_stuvwxyz"),
+        ] {
+            let t = NameTable::new([(a, 1)]);
+            assert_eq!(t.get(a), Some(1));
+            assert_eq!(t.get(b), None);
+        }
     }
 
     /// The table answers every name as a `HashMap` built from the same names does.
