@@ -258,7 +258,7 @@ impl Cond {
     }
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn lookup<'a>(path: &ValuePath, env: &Env<'a>) -> Lookup<'a> {
     let (start, fail) = match &path.root {
         Root::Args => (env.args, Lookup::Missing),
@@ -356,7 +356,7 @@ pub(crate) fn eval_test(path: &ValuePath, test: &Test, env: &Env<'_>) -> Truth {
 }
 
 /// `test` applied to what looking up its path gave.
-#[inline]
+#[inline(always)]
 fn apply(found: Lookup<'_>, test: &Test, env: &Env<'_>) -> Truth {
     let found = match found {
         Lookup::Found(f) => f,

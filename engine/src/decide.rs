@@ -316,6 +316,7 @@ impl Policy {
         })
     }
 
+    #[inline]
     fn initial_latches(&self, fact: LatchedRef<'_>) -> u64 {
         match fact {
             LatchedRef::Flag(false) => 0,
@@ -329,6 +330,7 @@ impl Policy {
         }
     }
 
+    #[inline]
     fn latch_state(&self, mask: u64, fact: LatchedRef<'_>) -> LatchState {
         if self.latches.len() <= 1 {
             return LatchState::Flag(mask != 0 || (self.latches.is_empty() && fact.any()));

@@ -9,7 +9,7 @@
 //! reader, whose messages carry the line, column or field path. So this module only has to
 //! accept exactly the valid requests, never to describe the invalid ones.
 
-use crate::view::{CallView, FactsView, LatchedView, MessageTable, RequestView};
+use crate::view::{from_client, CallView, FactsView, LatchedView, MessageTable, RequestView};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -257,7 +257,7 @@ impl<'de> Visitor<'de> for MessageSeed<'_, 'de> {
         let mut client = None;
         while let Some(key) = map.next_key::<Str<'de>>()? {
             match &*key.0 {
-                "from" => client = Some(map.next_value::<Str<'de>>()?.0 == "client"),
+                "from" => client = Some(from_client(&map.next_value::<Str<'de>>()?.0)),
                 "media" => {
                     // A repeated key replaces the earlier list, as in the strict reader.
                     self.table.kinds.truncate(start);

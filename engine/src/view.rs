@@ -211,6 +211,13 @@ impl LatchedRef<'_> {
     }
 }
 
+/// True for a message written by the customer. A slice pattern compiles to a length test
+/// and two inline word compares; `==` on `str` calls `memcmp` once per message scanned.
+#[inline]
+pub(crate) fn from_client(from: &str) -> bool {
+    matches!(from.as_bytes(), b"client")
+}
+
 impl MessagesRef<'_> {
     /// True when one of the last `within` client messages carries media of one of `kinds`
     /// (any kind when `kinds` is empty).
@@ -220,7 +227,7 @@ impl MessagesRef<'_> {
             MessagesRef::Owned(ms) => ms
                 .iter()
                 .rev()
-                .filter(|m| m.from == "client")
+                .filter(|m| from_client(&m.from))
                 .take(within)
                 .any(|m| m.media.iter().any(|k| wanted(k))),
             MessagesRef::Borrowed(t) => t
@@ -246,7 +253,7 @@ impl MessagesRef<'_> {
             return true;
         }
         let clients = match self {
-            MessagesRef::Owned(ms) => ms.iter().filter(|m| m.from == "client").count(),
+            MessagesRef::Owned(ms) => ms.iter().filter(|m| from_client(&m.from)).count(),
             MessagesRef::Borrowed(t) => t.rows.iter().filter(|r| r.0).count(),
         };
         clients >= need
