@@ -31,6 +31,15 @@ pub struct DuplicateModule {
 impl PolicySet {
     /// A set of these policies; `generation` numbers successive sets (0 for the first).
     pub fn new(policies: Vec<Policy>, generation: u64) -> Result<Self, DuplicateModule> {
+        PolicySet::with_shared(policies.into_iter().map(Arc::new).collect(), generation)
+    }
+
+    /// A set of already shared policies, so a reload can keep the compiled policies of the
+    /// files that did not change (and their memory) instead of compiling them again.
+    pub fn with_shared(
+        policies: Vec<Arc<Policy>>,
+        generation: u64,
+    ) -> Result<Self, DuplicateModule> {
         let mut map: BTreeMap<Arc<str>, Arc<Policy>> = BTreeMap::new();
         for p in policies {
             if let Some(first) = map.get(p.module()) {
@@ -40,7 +49,7 @@ impl PolicySet {
                     second: p.source().name().to_string(),
                 });
             }
-            map.insert(p.module.clone(), Arc::new(p));
+            map.insert(p.module.clone(), p);
         }
         Ok(PolicySet {
             policies: map,
@@ -145,6 +154,16 @@ mod tests {
             PolicySet::new(vec![policy("a.gate", "m"), policy("b.gate", "m")], 1).unwrap_err();
         assert_eq!(err.module, "m");
         assert_eq!(err.second, "b.gate");
+    }
+
+    #[test]
+    fn shared_policies_are_not_copied_and_duplicates_are_still_refused() {
+        let p = Arc::new(policy("a.gate", "one"));
+        let set = PolicySet::with_shared(vec![p.clone()], 3).unwrap();
+        assert!(Arc::ptr_eq(set.get("one").unwrap(), &p));
+        assert_eq!(set.generation(), 3);
+        let err = PolicySet::with_shared(vec![p.clone(), p], 4).unwrap_err();
+        assert_eq!(err.module, "one");
     }
 
     #[test]
