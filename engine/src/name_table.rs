@@ -10,6 +10,7 @@
 //! than the worst name the policy itself declared.
 
 use crate::words::{self, read8};
+use std::collections::HashSet;
 
 /// A fixed name → `u32` map.
 #[derive(Debug, Clone)]
@@ -101,6 +102,25 @@ impl Slot {
 
 const EMPTY: u32 = u32::MAX;
 
+/// The longest linear-probe sequence of `keys` (distinct names) in a table of `size` slots
+/// with `seed`, found by placing them in an occupancy bitmap.
+fn longest_probe(keys: &[Key], size: usize, seed: u64) -> usize {
+    let mut taken = vec![0u64; size.div_ceil(64)];
+    let (mask, shift) = (size - 1, 64 - size.trailing_zeros());
+    let mut longest = 0;
+    for key in keys {
+        let mut i = (key.hash(seed) >> shift) as usize;
+        let mut probes = 1;
+        while taken[i / 64] & (1 << (i % 64)) != 0 {
+            i = (i + 1) & mask;
+            probes += 1;
+        }
+        taken[i / 64] |= 1 << (i % 64);
+        longest = longest.max(probes);
+    }
+    longest
+}
+
 /// Tables of up to this many names look for a seed that gives every name its own slot, so
 /// a lookup is one hash and one comparison.
 const SEED_SEARCH_NAMES: usize = 128;
@@ -112,26 +132,32 @@ impl NameTable {
     ///
     /// A small table tries a few seeds and sizes (up to eight slots per name) for one where no
     /// two names share a slot; failing that, or for a large table, it keeps the layout with
-    /// the shortest longest probe.
-    pub(crate) fn new<'a>(entries: impl IntoIterator<Item = (&'a str, u32)>) -> Self {
-        let entries: Vec<(&str, u32)> = entries.into_iter().collect();
+    /// the shortest longest probe. Trials only place hashes in an occupancy bitmap; the
+    /// table itself is built once.
+    pub(crate) fn new<'a>(given: impl IntoIterator<Item = (&'a str, u32)>) -> Self {
+        let mut seen = HashSet::new();
+        let entries: Vec<(&str, u32)> = given
+            .into_iter()
+            .filter(|(name, _)| seen.insert(*name))
+            .collect();
+        let keys: Vec<Key> = entries.iter().map(|(n, _)| Key::of(n.as_bytes())).collect();
         let base = (entries.len() * 2).next_power_of_two().max(8);
-        let mut best = NameTable::build(&entries, base, 0);
+        let mut best = (longest_probe(&keys, base, 0), base, 0);
         if entries.len() <= SEED_SEARCH_NAMES {
             'search: for size in [base, base * 2, base * 4] {
-                for seed in 0..SEEDS {
-                    if best.max_probe <= 1 {
+                for n in 0..SEEDS {
+                    if best.0 <= 1 {
                         break 'search;
                     }
-                    let t =
-                        NameTable::build(&entries, size, seed.wrapping_mul(0xd6e8_feb8_6659_fd93));
-                    if t.max_probe < best.max_probe {
-                        best = t;
+                    let seed = n.wrapping_mul(0xd6e8_feb8_6659_fd93);
+                    let probe = longest_probe(&keys, size, seed);
+                    if probe < best.0 {
+                        best = (probe, size, seed);
                     }
                 }
             }
         }
-        best
+        NameTable::build(&entries, best.1, best.2)
     }
 
     fn build(entries: &[(&str, u32)], size: usize, seed: u64) -> Self {
