@@ -65,6 +65,14 @@ pub(crate) enum Cond {
     /// A conjunction of tests on one path (`args.amount is number and args.amount <= 250`),
     /// so the path is looked up once. Built by [`Cond::all`]; same value as the `And`.
     SamePath(ValuePath, Box<[Test]>),
+    /// `args.KEY is number and args.KEY OP BOUND`, the usual argument limit, evaluated
+    /// without the generic test machinery. Built by [`Cond::all`]; same value as the
+    /// `SamePath` it replaces (false when the argument is missing or not a number).
+    ArgNumber {
+        path: ValuePath,
+        op: CmpOp,
+        bound: f64,
+    },
     ClientSentMedia {
         within: usize,
         kinds: Box<[Box<str>]>,
@@ -160,6 +168,21 @@ impl Cond {
                 let found = lookup(path, env);
                 all_of(tests.iter().map(|t| apply(found, t, env)))
             }
+            Cond::ArgNumber { path, op, bound } => {
+                let Some(Seg::Key(key)) = path.segs.first() else {
+                    return Truth::False;
+                };
+                match env.args {
+                    Value::Object(args) => match args.get(&**key) {
+                        Some(Value::Number(n)) => match n.as_f64() {
+                            Some(a) => Truth::from_bool(cmp_num(a, *op, *bound)),
+                            None => Truth::Unknown(INVALID),
+                        },
+                        _ => Truth::False,
+                    },
+                    _ => Truth::False,
+                }
+            }
             Cond::ClientSentMedia { within, kinds } => match env.facts.messages() {
                 None => Truth::Unknown(ABSENT),
                 Some(ms) => Truth::from_bool(ms.client_sent_media(*within, kinds)),
@@ -208,10 +231,36 @@ impl Cond {
                 _ => out.push(Cond::Test(path, test)),
             }
         }
+        let mut out: Vec<Cond> = out.into_iter().map(Cond::arg_number).collect();
         if out.len() == 1 {
             out.pop().unwrap_or(Cond::Const(true))
         } else {
             Cond::And(out.into_boxed_slice())
+        }
+    }
+
+    /// `args.KEY is number and args.KEY OP NUMBER` as [`Cond::ArgNumber`]; anything else
+    /// unchanged.
+    fn arg_number(self) -> Cond {
+        match self {
+            Cond::SamePath(path, tests)
+                if path.root == Root::Args
+                    && matches!(&*path.segs, [Seg::Key(_)])
+                    && matches!(
+                        &*tests,
+                        [Test::Is(TypeName::Number), Test::Cmp(_, Lit::Num(_))]
+                    ) =>
+            {
+                match &*tests {
+                    [_, Test::Cmp(op, Lit::Num(bound))] => Cond::ArgNumber {
+                        op: *op,
+                        bound: *bound,
+                        path,
+                    },
+                    _ => Cond::SamePath(path, tests),
+                }
+            }
+            other => other,
         }
     }
 
@@ -222,6 +271,7 @@ impl Cond {
             Cond::And(parts) | Cond::Or(parts) => parts.iter().any(Cond::reads_args),
             Cond::Not(inner) => inner.reads_args(),
             Cond::Test(path, _) | Cond::SamePath(path, _) => path.root == Root::Args,
+            Cond::ArgNumber { .. } => true,
             Cond::Const(_)
             | Cond::ClientSentMedia { .. }
             | Cond::FieldFilled(_)
@@ -431,6 +481,18 @@ fn equals(v: Scalar<'_>, lit: &Lit) -> bool {
     }
 }
 
+#[inline]
+fn cmp_num(a: f64, op: CmpOp, b: f64) -> bool {
+    match op {
+        CmpOp::Lt => a < b,
+        CmpOp::Le => a <= b,
+        CmpOp::Eq => a == b,
+        CmpOp::Ne => a != b,
+        CmpOp::Ge => a >= b,
+        CmpOp::Gt => a > b,
+    }
+}
+
 fn compare(found: Found<'_>, op: CmpOp, lit: &Lit) -> Truth {
     // `== null` / `!= null` accept any type, objects and arrays included: that is their point.
     if let Lit::Null = lit {
@@ -441,14 +503,7 @@ fn compare(found: Found<'_>, op: CmpOp, lit: &Lit) -> Truth {
         return Truth::Unknown(INVALID);
     };
     match (v, lit) {
-        (Scalar::Num(a), Lit::Num(b)) => Truth::from_bool(match op {
-            CmpOp::Lt => a < *b,
-            CmpOp::Le => a <= *b,
-            CmpOp::Eq => a == *b,
-            CmpOp::Ne => a != *b,
-            CmpOp::Ge => a >= *b,
-            CmpOp::Gt => a > *b,
-        }),
+        (Scalar::Num(a), Lit::Num(b)) => Truth::from_bool(cmp_num(a, op, *b)),
         (Scalar::Str(_), Lit::Str(_)) | (Scalar::Bool(_), Lit::Bool(_)) => {
             let eq = equals(v, lit);
             Truth::from_bool(if op == CmpOp::Ne { !eq } else { eq })

@@ -14,6 +14,7 @@ use crate::response::Decision;
 use crate::view::FactsRef;
 use serde::Serialize;
 use serde_json::Value;
+use toolgate_lang::ast::TypeName;
 
 /// The explanation of one call's decision.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -177,6 +178,11 @@ impl Policy {
             Cond::Test(path, test) => out.push(self.describe_test(path, test, env)),
             Cond::SamePath(path, tests) => {
                 out.extend(tests.iter().map(|t| self.describe_test(path, t, env)))
+            }
+            Cond::ArgNumber { path, op, bound } => {
+                for t in [Test::Is(TypeName::Number), Test::Cmp(*op, Lit::Num(*bound))] {
+                    out.push(self.describe_test(path, &t, env));
+                }
             }
             Cond::ClientSentMedia { within, kinds } => out.push(match env.facts.messages() {
                 None => "messages absent".into(),

@@ -502,6 +502,7 @@ fn test(hosts: Vec<usize>, facts: bool) -> BoxedStrategy<Cond> {
         select(&ARG_PATHS[..]).boxed()
     };
     let num = select(&NUMBERS[..]);
+    let limit_num = num.clone();
     let scalar = prop_oneof![
         select(&NUMBERS[..]).prop_map(str::to_string),
         select(&STRINGS[..]).prop_map(str::to_string),
@@ -522,6 +523,9 @@ fn test(hosts: Vec<usize>, facts: bool) -> BoxedStrategy<Cond> {
     let matches =
         (path.clone(), select(&REGEXES[..])).prop_map(|(p, r)| format!("{p} matches {r}"));
     let is = (path.clone(), select(&TYPES[..])).prop_map(|(p, t)| format!("{p} is {t}"));
+    // The usual argument limit, which the compiler fuses into one check.
+    let limit = (path.clone(), select(&OPS[..]), limit_num)
+        .prop_map(|(p, op, n)| format!("({p} is number and {p} {op} {n})"));
     let exists = path.clone().prop_map(|p| format!("{p} exists"));
     let mut options: Vec<(u32, BoxedStrategy<String>)> = vec![
         (3, ordering.boxed()),
@@ -529,6 +533,7 @@ fn test(hosts: Vec<usize>, facts: bool) -> BoxedStrategy<Cond> {
         (2, in_list.boxed()),
         (1, matches.boxed()),
         (1, is.boxed()),
+        (1, limit.boxed()),
         (1, exists.boxed()),
     ];
     if !hosts.is_empty() {
