@@ -5,7 +5,7 @@ use cedar_policy::{Entities, PolicySet};
 use criterion::{BenchmarkId, Criterion};
 use std::hint::black_box;
 use std::str::FromStr;
-use toolgate_bench::bench_support::{criterion, require_equivalence};
+use toolgate_bench::bench_support::run;
 use toolgate_bench::engines::{cedar, rego, toolgate};
 
 /// The policies toolgate compiles, by benchmark name.
@@ -48,8 +48,5 @@ fn bench(c: &mut Criterion) {
 }
 
 fn main() {
-    require_equivalence();
-    let mut c = criterion();
-    bench(&mut c);
-    c.final_summary();
+    run(bench);
 }

@@ -3,7 +3,7 @@
 
 use criterion::{BenchmarkId, Criterion};
 use std::hint::black_box;
-use toolgate_bench::bench_support::{criterion, or_exit, require_equivalence, Prepared};
+use toolgate_bench::bench_support::{or_exit, run, Prepared};
 use toolgate_bench::documents::BATCH_SIZES;
 use toolgate_bench::engines::{cedar::CedarGate, floor, rego, toolgate};
 
@@ -85,8 +85,5 @@ fn bench(c: &mut Criterion) {
 }
 
 fn main() {
-    require_equivalence();
-    let mut c = criterion();
-    bench(&mut c);
-    c.final_summary();
+    run(bench);
 }

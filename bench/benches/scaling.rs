@@ -3,7 +3,7 @@
 
 use criterion::Criterion;
 use std::hint::black_box;
-use toolgate_bench::bench_support::{criterion, or_exit, require_equivalence};
+use toolgate_bench::bench_support::{or_exit, run};
 use toolgate_bench::documents::bench_documents;
 use toolgate_bench::engines::toolgate;
 use toolgate_engine::Request;
@@ -40,8 +40,5 @@ fn bench(c: &mut Criterion) {
 }
 
 fn main() {
-    require_equivalence();
-    let mut c = criterion();
-    bench(&mut c);
-    c.final_summary();
+    run(bench);
 }

@@ -16,6 +16,14 @@ pub fn criterion() -> Criterion {
         .configure_from_args()
 }
 
+/// A bench binary's `main`: the equivalence gate, then `bench` with [`criterion`]'s settings.
+pub fn run(bench: fn(&mut Criterion)) {
+    require_equivalence();
+    let mut c = criterion();
+    bench(&mut c);
+    c.final_summary();
+}
+
 /// Runs the equivalence check and exits with the first difference if any engine disagrees.
 pub fn require_equivalence() {
     match crate::ensure_equivalent() {

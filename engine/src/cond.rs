@@ -69,7 +69,7 @@ pub(crate) enum Cond {
     /// without the generic test machinery. Built by [`Cond::all`]; same value as the
     /// `SamePath` it replaces (false when the argument is missing or not a number).
     ArgNumber {
-        path: ValuePath,
+        key: Box<str>,
         op: CmpOp,
         bound: f64,
     },
@@ -168,21 +168,16 @@ impl Cond {
                 let found = lookup(path, env);
                 all_of(tests.iter().map(|t| apply(found, t, env)))
             }
-            Cond::ArgNumber { path, op, bound } => {
-                let Some(Seg::Key(key)) = path.segs.first() else {
-                    return Truth::False;
-                };
-                match env.args {
-                    Value::Object(args) => match args.get(&**key) {
-                        Some(Value::Number(n)) => match n.as_f64() {
-                            Some(a) => Truth::from_bool(cmp_num(a, *op, *bound)),
-                            None => Truth::Unknown(INVALID),
-                        },
-                        _ => Truth::False,
+            Cond::ArgNumber { key, op, bound } => match env.args {
+                Value::Object(args) => match args.get(&**key) {
+                    Some(Value::Number(n)) => match n.as_f64() {
+                        Some(a) => Truth::from_bool(cmp_num(a, *op, *bound)),
+                        None => Truth::Unknown(INVALID),
                     },
                     _ => Truth::False,
-                }
-            }
+                },
+                _ => Truth::False,
+            },
             Cond::ClientSentMedia { within, kinds } => match env.facts.messages() {
                 None => Truth::Unknown(ABSENT),
                 Some(ms) => Truth::from_bool(ms.client_sent_media(*within, kinds)),
@@ -242,25 +237,20 @@ impl Cond {
     /// `args.KEY is number and args.KEY OP NUMBER` as [`Cond::ArgNumber`]; anything else
     /// unchanged.
     fn arg_number(self) -> Cond {
-        match self {
-            Cond::SamePath(path, tests)
-                if path.root == Root::Args
-                    && matches!(&*path.segs, [Seg::Key(_)])
-                    && matches!(
-                        &*tests,
-                        [Test::Is(TypeName::Number), Test::Cmp(_, Lit::Num(_))]
-                    ) =>
-            {
-                match &*tests {
-                    [_, Test::Cmp(op, Lit::Num(bound))] => Cond::ArgNumber {
-                        op: *op,
-                        bound: *bound,
-                        path,
-                    },
-                    _ => Cond::SamePath(path, tests),
-                }
-            }
-            other => other,
+        let Cond::SamePath(path, tests) = self else {
+            return self;
+        };
+        match (&path.root, &*path.segs, &*tests) {
+            (
+                Root::Args,
+                [Seg::Key(key)],
+                [Test::Is(TypeName::Number), Test::Cmp(op, Lit::Num(bound))],
+            ) => Cond::ArgNumber {
+                key: key.clone(),
+                op: *op,
+                bound: *bound,
+            },
+            _ => Cond::SamePath(path, tests),
         }
     }
 

@@ -179,9 +179,13 @@ impl Policy {
             Cond::SamePath(path, tests) => {
                 out.extend(tests.iter().map(|t| self.describe_test(path, t, env)))
             }
-            Cond::ArgNumber { path, op, bound } => {
+            Cond::ArgNumber { key, op, bound } => {
+                let path = ValuePath {
+                    root: Root::Args,
+                    segs: Box::new([Seg::Key(key.clone())]),
+                };
                 for t in [Test::Is(TypeName::Number), Test::Cmp(*op, Lit::Num(*bound))] {
-                    out.push(self.describe_test(path, &t, env));
+                    out.push(self.describe_test(&path, &t, env));
                 }
             }
             Cond::ClientSentMedia { within, kinds } => out.push(match env.facts.messages() {

@@ -211,15 +211,16 @@ impl HostList {
             return self.allows_parsed(url);
         };
         let scheme = &bytes[..len];
-        if !self
+        let Some(accepted) = self
             .schemes
             .iter()
-            .any(|s| words::eq_folded(scheme, s.as_bytes()))
-        {
+            .find(|s| words::eq_folded(scheme, s.as_bytes()))
+        else {
             // Whatever the rest of the URL is, its scheme is not accepted.
             return false;
-        }
-        let web = words::eq_folded(scheme, b"https") || words::eq_folded(scheme, b"http");
+        };
+        // The list's own entry is lowercase: compare it, not the URL's bytes, again.
+        let web = matches!(&**accepted, "http" | "https");
         if web && bytes[len + 1..].starts_with(b"//") {
             if let Some(host) = plain_host(&bytes[len + 3..]) {
                 return self.domain_allowed(HostRef::Plain(host));

@@ -767,19 +767,31 @@ impl Builder {
         Some(out)
     }
 
+    /// True when a condition at `span` would nest past [`MAX_NESTING`]; the first time, it
+    /// reports the error (once per file, however deep the text goes) with `help`.
+    fn too_deep(&mut self, span: Span, help: &str) -> bool {
+        if self.depth < MAX_NESTING {
+            return false;
+        }
+        if !self.too_deep {
+            self.too_deep = true;
+            self.errors.push(
+                Diagnostic::error(
+                    span,
+                    format!("condition is nested more than {MAX_NESTING} levels deep"),
+                )
+                .with_help(help),
+            );
+        }
+        true
+    }
+
     fn expr(&mut self, p: Pair<'_, Rule>) -> Expr {
         let span = self.span(&p);
-        if self.depth >= MAX_NESTING {
-            if !self.too_deep {
-                self.too_deep = true;
-                self.errors.push(
-                    Diagnostic::error(
-                        span,
-                        format!("condition is nested more than {MAX_NESTING} levels deep"),
-                    )
-                    .with_help("split the condition into several `require` lines or rules"),
-                );
-            }
+        if self.too_deep(
+            span,
+            "split the condition into several `require` lines or rules",
+        ) {
             return Expr {
                 kind: ExprKind::Bool(false),
                 span,
@@ -1118,17 +1130,7 @@ impl Builder {
 
     fn inv_expr(&mut self, p: Pair<'_, Rule>) -> InvExpr {
         let span = self.span(&p);
-        if self.depth >= MAX_NESTING {
-            if !self.too_deep {
-                self.too_deep = true;
-                self.errors.push(
-                    Diagnostic::error(
-                        span,
-                        format!("condition is nested more than {MAX_NESTING} levels deep"),
-                    )
-                    .with_help("split the invariant into several invariants"),
-                );
-            }
+        if self.too_deep(span, "split the invariant into several invariants") {
             return InvExpr {
                 kind: InvExprKind::Cond(Expr {
                     kind: ExprKind::Bool(false),

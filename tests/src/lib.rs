@@ -37,6 +37,16 @@ pub fn proptest_cases(default: u32) -> u32 {
         .unwrap_or(default)
 }
 
+/// The proptest settings every suite uses: [`proptest_cases`] cases, and no regression files
+/// written into the source tree.
+pub fn proptest_config(default: u32) -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases: proptest_cases(default),
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
+}
+
 /// The names of the three example policies.
 pub const EXAMPLES: [&str; 3] = ["motor_claims", "coach", "messenger_payments"];
 

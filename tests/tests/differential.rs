@@ -8,16 +8,8 @@ use proptest::prelude::*;
 use serde_json::Value;
 use toolgate_engine::{Policy, Request};
 use toolgate_tests::gen;
-use toolgate_tests::proptest_cases;
+use toolgate_tests::proptest_config;
 use toolgate_tests::reference::{self, RefDecision, RefResponse};
-
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: proptest_cases(192),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
 
 /// The engine's answer in the reference's terms.
 fn engine(policy: &Policy, request: &Value) -> RefResponse {
@@ -58,7 +50,7 @@ fn compare(src: &str, request: &Value) -> Result<(), String> {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(proptest_config(192))]
 
     #[test]
     fn engine_agrees_with_reference(

@@ -196,9 +196,7 @@ fn request() -> impl Strategy<Value = Value> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(
-        std::env::var("TOOLGATE_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1024)
-    ))]
+    #![proptest_config(toolgate_tests::proptest_config(1024))]
 
     #[test]
     fn fast_and_strict_paths_agree(doc in request()) {

@@ -8,15 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use toolgate_lang::{format_source, parse};
 use toolgate_tests::gen;
-use toolgate_tests::{proptest_cases, repo_root};
-
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: proptest_cases(64),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
+use toolgate_tests::{proptest_config, repo_root};
 
 fn fmt(src: &str) -> String {
     match format_source("gen.gate", src) {
@@ -47,7 +39,7 @@ fn check_properties(src: &str) -> String {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(proptest_config(64))]
 
     #[test]
     fn generated_policies_keep_meaning_and_comments(

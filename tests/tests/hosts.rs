@@ -470,18 +470,7 @@ mod generated {
     use super::*;
     use proptest::prelude::*;
 
-    /// `TOOLGATE_PROPTEST_CASES` when set, else `default`.
-    fn config(default: u32) -> ProptestConfig {
-        let cases = std::env::var("TOOLGATE_PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(default);
-        ProptestConfig {
-            cases,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    }
+    use toolgate_tests::proptest_config;
 
     /// One list entry: a bare host (`exact`) or a `.suffix`, lowercase ASCII labels.
     #[derive(Debug, Clone)]
@@ -685,7 +674,7 @@ mod generated {
     }
 
     proptest! {
-        #![proptest_config(config(256))]
+        #![proptest_config(proptest_config(256))]
 
         /// Over URLs glued from the entries and hostile pieces, the engine allows exactly what
         /// the reference reading allows: an allowed URL's host always equals an exact entry

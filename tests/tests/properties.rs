@@ -9,26 +9,9 @@ use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 use toolgate_engine::{DenyKind, LatchState, Policy, Request, Response, ToolClass};
-use toolgate_tests::{compile, example_policy};
+use toolgate_tests::{compile, example_policy, proptest_config};
 
 const CASES: u32 = 256;
-
-/// The case count: `TOOLGATE_PROPTEST_CASES` when set to a number, else `default`.
-fn cases(default: u32) -> u32 {
-    std::env::var("TOOLGATE_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
-}
-
-/// Modest case counts, and no regression files written into the source tree.
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: cases(CASES),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
 
 const WRITES: [&str; 3] = ["update_memory", "grade_attempt", "schedule_review"];
 const INGESTS: [&str; 3] = [
@@ -120,7 +103,7 @@ fn judge(policy: &Policy, request: &Value) -> Response {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(proptest_config(CASES))]
 
     /// A write is denied by the latch iff the batch holds an ingest call or the turn was
     /// already latched, wherever the calls sit in the batch; every decision is the same
@@ -442,7 +425,7 @@ fn check_decisions(request: &Request, r: &Response) -> Result<(), TestCaseError>
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(proptest_config(CASES))]
 
     /// Deciding never panics, whatever the request holds, and every decision has
     /// kind/rule/reason iff it denies.
@@ -585,7 +568,7 @@ const TOKENS: &[&str] = &[
 ];
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(proptest_config(CASES))]
 
     /// Compiling any token soup never panics, and a failure always renders.
     #[test]
@@ -716,7 +699,7 @@ fn request_with(facts: &Value, calls: &[Value]) -> Option<Request> {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(proptest_config(CASES))]
 
     /// Permuting a batch permutes the decisions and changes nothing else: not the policy, the
     /// revision, the latch state, nor any single decision.

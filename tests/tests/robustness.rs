@@ -11,19 +11,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use toolgate_engine::{Policy, Request, RequestError, Response};
-use toolgate_tests::{example_policy, EXAMPLES};
-
-fn config(default: u32) -> ProptestConfig {
-    let cases = std::env::var("TOOLGATE_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
+use toolgate_tests::{example_policy, proptest_config, EXAMPLES};
 
 fn examples() -> &'static [Policy] {
     static P: std::sync::OnceLock<Vec<Policy>> = std::sync::OnceLock::new();
@@ -333,7 +321,7 @@ fn request_text() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(config(256))]
+    #![proptest_config(proptest_config(256))]
 
     /// The parser and compiler never panic on arbitrary bytes (read as lossy UTF-8), and a
     /// failure always carries an error that renders with the file name.
