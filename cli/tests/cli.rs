@@ -203,6 +203,34 @@ fn eval_rejects_messages_of_the_wrong_type() {
 }
 
 #[test]
+fn eval_rejects_ambiguous_requests() {
+    for (name, req, mentions) in [
+        (
+            "dup-tool.json",
+            r#"{"facts": {"stage": "coach"}, "calls": [{"id": "1", "tool": "lookup_lesson", "tool": "grade_attempt"}]}"#,
+            ["calls[0].tool", "twice"],
+        ),
+        (
+            "dup-id.json",
+            r#"{"calls": [{"id": "1", "tool": "lookup_lesson"}, {"id": "1", "tool": "grade_attempt"}]}"#,
+            ["calls[1].id", "calls[0]"],
+        ),
+        (
+            "latch-case.json",
+            r#"{"facts": {"latched": {"Documentation_read": true}}, "calls": []}"#,
+            [
+                "facts.latched.Documentation_read",
+                "did you mean `documentation_read`",
+            ],
+        ),
+    ] {
+        let out = eval_coach_with(name, req);
+        assert_clean_failure(&out, 2, &mentions);
+        assert!(out.stdout.is_empty(), "{name}: nothing on stdout");
+    }
+}
+
+#[test]
 fn eval_rejects_missing_calls() {
     let out = eval_coach_with("nocalls.json", r#"{"facts": {"stage": "coach"}}"#);
     assert_clean_failure(&out, 2, &["calls"]);

@@ -142,32 +142,15 @@ impl Policy {
     pub fn decide_json(&self, json: &str) -> Result<Response, RequestError> {
         let Some(view) = fast_json::parse(json, &self.custom_facts) else {
             let request = Request::from_json(json)?;
-            self.check_target(&request)?;
+            self.check_request(&request)?;
             return Ok(self.decide(&request));
         };
-        if let Some(p) = &view.policy {
-            if **p != *self.module {
-                return Err(RequestError::WrongPolicy {
-                    requested: p.to_string(),
-                    loaded: self.module.to_string(),
-                });
-            }
-        }
         let facts = FactsRef::Borrowed(&view.facts);
+        self.check_module(view.policy.as_deref())?;
+        self.check_latch_names(facts.latched())?;
         let mut verdicts = Vec::with_capacity(view.calls.len());
         let latched = self.run(facts, &view.calls, &mut verdicts);
         Ok(self.respond(facts, &view.calls, &verdicts, latched))
-    }
-
-    /// Errors when `request` names a policy module other than this one.
-    pub fn check_target(&self, request: &Request) -> Result<(), RequestError> {
-        match &request.policy {
-            Some(p) if **p != *self.module => Err(RequestError::WrongPolicy {
-                requested: p.clone(),
-                loaded: self.module.to_string(),
-            }),
-            _ => Ok(()),
-        }
     }
 
     /// Why a verdict denies, or `None` for an allow.
@@ -316,17 +299,28 @@ impl Policy {
         })
     }
 
+    /// The latch mask the request's `latched` fact carries in. A set flag under a name this
+    /// policy does not declare sets every latch: unsure which latch it meant (a renamed latch,
+    /// a typo in a request built in Rust), the engine assumes all rather than none. The JSON
+    /// readers refuse such a name outright ([`Policy::check_request`]).
     #[inline]
-    fn initial_latches(&self, fact: LatchedRef<'_>) -> u64 {
+    pub(crate) fn initial_latches(&self, fact: LatchedRef<'_>) -> u64 {
+        let all = all_bits(self.latches.len());
         match fact {
             LatchedRef::Flag(false) => 0,
-            LatchedRef::Flag(true) => all_bits(self.latches.len()),
-            named => self
-                .latches
-                .iter()
-                .enumerate()
-                .filter(|(_, l)| named.get(&l.name))
-                .fold(0, |acc, (i, _)| acc | (1 << i)),
+            LatchedRef::Flag(true) => all,
+            named => {
+                let mut mask = 0;
+                for (name, set) in named.entries() {
+                    if set {
+                        match self.latch_index(name) {
+                            Some(i) => mask |= 1 << i,
+                            None => return all,
+                        }
+                    }
+                }
+                mask
+            }
         }
     }
 

@@ -56,6 +56,20 @@ pub enum RequestError {
         /// serde_json's description.
         message: String,
     },
+    /// A key appears twice in one object. JSON readers disagree on which one counts, so the
+    /// executor might run a different call from the one judged.
+    #[error(
+        "request has the key `{path}` twice (line {line}, column {column}); JSON readers \
+         disagree on which one counts, so the request is ambiguous"
+    )]
+    DuplicateKey {
+        /// The repeated key's path, e.g. `calls[0].args.amount`.
+        path: String,
+        /// One-based line of the second occurrence.
+        line: usize,
+        /// One-based column of the second occurrence.
+        column: usize,
+    },
     /// The JSON does not fit the request schema.
     #[error("request field `{path}`: {message}")]
     Schema {

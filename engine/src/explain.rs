@@ -117,16 +117,13 @@ impl Policy {
                 return steps;
             }
         }
-        let carried = facts.latched();
+        let carried = self.initial_latches(facts.latched());
         for (i, latch) in self.latches.iter().enumerate() {
             let bit = 1u64 << i;
             if tool.blocked_by & bit == 0 {
                 continue;
             }
-            let from_fact = match carried {
-                crate::view::LatchedRef::Flag(b) => b,
-                named => named.get(&latch.name),
-            };
+            let from_fact = carried & bit != 0;
             let by_call = setters.iter().find(|(_, sets)| sets & bit != 0);
             let detail = match (from_fact, by_call) {
                 (true, _) => "set by the request's `latched` fact".to_string(),

@@ -9,6 +9,8 @@
 //! reader, whose messages carry the line, column or field path. So this module only has to
 //! accept exactly the valid requests, never to describe the invalid ones.
 
+use crate::request::repeated_id;
+use crate::strict_json::ValueSeed;
 use crate::view::{from_client, CallView, FactsView, LatchedView, MessageTable, RequestView};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -66,7 +68,10 @@ impl<'de> Deserialize<'de> for Skip {
                 Ok(Skip)
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
-                while map.next_entry::<Skip, Skip>()?.is_some() {}
+                let mut seen = SeenKeys::default();
+                while next_key(&mut map, &mut seen)?.is_some() {
+                    map.next_value::<Skip>()?;
+                }
                 Ok(Skip)
             }
         }
@@ -118,7 +123,8 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut view = RequestView::default();
         let mut calls = None;
-        while let Some(key) = map.next_key::<Str<'de>>()? {
+        let mut seen = SeenKeys::default();
+        while let Some(key) = next_key(&mut map, &mut seen)? {
             match &*key.0 {
                 "facts" => {
                     view.facts = map.next_value_seed(FactsSeed {
@@ -134,6 +140,10 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
             }
         }
         view.calls = calls.ok_or_else(invalid)?;
+        let calls = &view.calls;
+        if repeated_id(calls.len(), |i| &calls[i].id).is_some() {
+            return Err(invalid());
+        }
         Ok(view)
     }
 }
@@ -159,7 +169,8 @@ impl<'de> Visitor<'de> for FactsSeed<'_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut facts = FactsView::default();
-        while let Some(key) = map.next_key::<Str<'de>>()? {
+        let mut seen = SeenKeys::default();
+        while let Some(key) = next_key(&mut map, &mut seen)? {
             match &*key.0 {
                 "stage" => facts.stage = map.next_value::<Option<Str<'de>>>()?.map(|s| s.0),
                 "stage_turns" => facts.stage_turns = map.next_value::<Option<u64>>()?,
@@ -167,10 +178,16 @@ impl<'de> Visitor<'de> for FactsSeed<'_> {
                 "messages" => {
                     facts.messages = map.next_value::<Option<Messages<'de>>>()?.map(|m| m.0)
                 }
-                "fields" => facts.fields = map.next_value::<Option<Map<String, Value>>>()?,
+                "fields" => {
+                    facts.fields = match map.next_value_seed(ValueSeed::unexplained())? {
+                        Value::Null => None,
+                        Value::Object(fields) => Some(fields),
+                        _ => return Err(invalid()),
+                    }
+                }
                 "called" => facts.called = map.next_value::<Option<Called<'de>>>()?.map(|c| c.0),
                 name if self.custom.iter().any(|k| **k == *name) => {
-                    let value = map.next_value::<Value>()?;
+                    let value = map.next_value_seed(ValueSeed::unexplained())?;
                     facts.other.push((key.0, value));
                 }
                 _ => {
@@ -201,8 +218,9 @@ impl<'de> Deserialize<'de> for Latched<'de> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut flags = Vec::new();
-                while let Some((k, v)) = map.next_entry::<Str<'de>, bool>()? {
-                    flags.push((k.0, v));
+                let mut seen = SeenKeys::default();
+                while let Some(k) = next_key(&mut map, &mut seen)? {
+                    flags.push((k.0, map.next_value::<bool>()?));
                 }
                 Ok(Latched(LatchedView::ByName(flags)))
             }
@@ -255,12 +273,11 @@ impl<'de> Visitor<'de> for MessageSeed<'_, 'de> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let start = self.table.kinds.len();
         let mut client = None;
-        while let Some(key) = map.next_key::<Str<'de>>()? {
+        let mut seen = SeenKeys::default();
+        while let Some(key) = next_key(&mut map, &mut seen)? {
             match &*key.0 {
                 "from" => client = Some(from_client(&map.next_value::<Str<'de>>()?.0)),
                 "media" => {
-                    // A repeated key replaces the earlier list, as in the strict reader.
-                    self.table.kinds.truncate(start);
                     map.next_value_seed(MediaSeed {
                         kinds: &mut self.table.kinds,
                     })?;
@@ -343,7 +360,8 @@ impl<'de> Deserialize<'de> for CalledEntry<'de> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let (mut tool, mut ok) = (None, false);
-                while let Some(key) = map.next_key::<Str<'de>>()? {
+                let mut seen = SeenKeys::default();
+                while let Some(key) = next_key(&mut map, &mut seen)? {
                     match &*key.0 {
                         "tool" => tool = Some(map.next_value::<Str<'de>>()?.0),
                         "ok" => ok = map.next_value::<Option<bool>>()?.unwrap_or(false),
@@ -397,12 +415,13 @@ impl<'de> Deserialize<'de> for CallEntry<'de> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let (mut id, mut tool, mut args) = (None, None, Value::Object(Map::new()));
-                while let Some(key) = map.next_key::<Str<'de>>()? {
+                let mut seen = SeenKeys::default();
+                while let Some(key) = next_key(&mut map, &mut seen)? {
                     match &*key.0 {
                         "id" => id = Some(map.next_value::<Str<'de>>()?.0),
                         "tool" => tool = Some(map.next_value::<Str<'de>>()?.0),
                         "args" => {
-                            args = match map.next_value::<Value>()? {
+                            args = match map.next_value_seed(ValueSeed::unexplained())? {
                                 Value::Null => Value::Object(Map::new()),
                                 v @ Value::Object(_) => v,
                                 _ => return Err(invalid()),
@@ -421,5 +440,49 @@ impl<'de> Deserialize<'de> for CallEntry<'de> {
             }
         }
         d.deserialize_map(CallVisitor)
+    }
+}
+
+/// The keys of one object read so far, as hashes of their decoded text: a key seen twice
+/// makes the request invalid here, and the strict reader then reports the duplicate exactly.
+/// A hash collision only sends a valid request to the strict reader, which accepts it. The
+/// first few keys sit on the stack; objects with more use a hash set, so a hostile object
+/// with many keys costs linear time.
+#[derive(Default)]
+struct SeenKeys {
+    inline: [u64; 8],
+    len: usize,
+    spill: rustc_hash::FxHashSet<u64>,
+}
+
+impl SeenKeys {
+    /// True the first time `key` is offered.
+    fn first(&mut self, key: &str) -> bool {
+        use std::hash::Hasher;
+        let mut hasher = rustc_hash::FxHasher::default();
+        hasher.write(key.as_bytes());
+        let hash = hasher.finish();
+        let inline = &mut self.inline[..self.len.min(8)];
+        if inline.contains(&hash) {
+            return false;
+        }
+        if self.len < 8 {
+            self.inline[self.len] = hash;
+        } else if !self.spill.insert(hash) {
+            return false;
+        }
+        self.len += 1;
+        true
+    }
+}
+
+/// The next key of an object, refusing one already seen in it.
+fn next_key<'de, A: MapAccess<'de>>(
+    map: &mut A,
+    seen: &mut SeenKeys,
+) -> Result<Option<Str<'de>>, A::Error> {
+    match map.next_key::<Str<'de>>()? {
+        Some(key) if !seen.first(&key.0) => Err(invalid()),
+        key => Ok(key),
     }
 }

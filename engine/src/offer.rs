@@ -13,7 +13,8 @@
 
 use crate::error::RequestError;
 use crate::policy::Policy;
-use crate::request::{read_json, schema, top_object, type_name, Facts, Latched, Request};
+use crate::request::{read_json, schema, top_object, type_name, Facts, Request};
+use crate::view::LatchedRef;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
@@ -138,12 +139,7 @@ impl ToolDef {
     /// Reads a tool list from JSON text: an array of definitions, or an object whose `tools`
     /// field is one (a model API request body). Errors name the field at fault.
     pub fn list_from_json(text: &str) -> Result<Vec<ToolDef>, RequestError> {
-        let value: Value = serde_json::from_str(text).map_err(|e| RequestError::Json {
-            line: e.line(),
-            column: e.column(),
-            message: e.to_string(),
-        })?;
-        match value {
+        match read_json(text)? {
             Value::Object(mut top) => match top.remove("tools") {
                 Some(list) => Self::list_from_value(list, "tools"),
                 None => Err(schema(
@@ -284,7 +280,7 @@ impl Policy {
             },
         };
         let turns = facts.stage_turns.unwrap_or(0);
-        let latched = self.latch_mask(&facts.latched);
+        let latched = self.initial_latches(LatchedRef::from(&facts.latched));
 
         // Latches that some offered tool sets: only those are worth a warning in a
         // description, and only offered setters are named (the model sees no other tool).
@@ -386,31 +382,9 @@ impl Policy {
     /// Fails only when the request is malformed, or names a policy other than this one.
     pub fn offer_json(&self, json: &str) -> Result<Offer, RequestError> {
         let request = OfferRequest::from_json(json)?;
-        match &request.policy {
-            Some(p) if **p != *self.module => Err(RequestError::WrongPolicy {
-                requested: p.clone(),
-                loaded: self.module.to_string(),
-            }),
-            _ => Ok(self.offer(&request.facts, &request.tools)),
-        }
-    }
-
-    /// The latch bits the `latched` fact sets, read as `decide` reads it.
-    fn latch_mask(&self, fact: &Latched) -> u64 {
-        match fact {
-            Latched::Flag(false) => 0,
-            Latched::Flag(true) => self
-                .latches
-                .iter()
-                .enumerate()
-                .fold(0, |acc, (i, _)| acc | (1 << i)),
-            Latched::ByName(map) => self
-                .latches
-                .iter()
-                .enumerate()
-                .filter(|(_, l)| map.get(&*l.name).copied().unwrap_or(false))
-                .fold(0, |acc, (i, _)| acc | (1 << i)),
-        }
+        self.check_module(request.policy.as_deref())?;
+        self.check_facts(&request.facts)?;
+        Ok(self.offer(&request.facts, &request.tools))
     }
 
     /// The description the model reads: the disabled notice, the executor's text, the

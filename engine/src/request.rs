@@ -173,6 +173,9 @@ impl Request {
                 ))
             }
         };
+        if let Some((first, again)) = repeated_id(calls.len(), |i| &calls[i].id) {
+            return Err(repeated_id_error(&calls[again].id, first, again));
+        }
         Ok(Request {
             facts,
             calls,
@@ -414,6 +417,29 @@ impl Call {
     }
 }
 
+/// The first call whose id an earlier call already has, as (earlier, later) indices, for a
+/// batch of `n` calls whose ids `id` gives. Small batches compare pairwise, allocating
+/// nothing; larger ones use a hash map.
+pub(crate) fn repeated_id<'a>(n: usize, id: impl Fn(usize) -> &'a str) -> Option<(usize, usize)> {
+    const PAIRWISE: usize = 32;
+    if n <= PAIRWISE {
+        return (1..n).find_map(|j| (0..j).find(|&i| id(i) == id(j)).map(|i| (i, j)));
+    }
+    let mut seen = rustc_hash::FxHashMap::with_capacity_and_hasher(n, Default::default());
+    (0..n).find_map(|j| seen.insert(id(j), j).map(|i| (i, j)))
+}
+
+/// The error for `calls[again]` repeating the id of `calls[first]`.
+pub(crate) fn repeated_id_error(id: &str, first: usize, again: usize) -> RequestError {
+    schema(
+        &format!("calls[{again}].id"),
+        format!(
+            "the id `{id}` is also the id of calls[{first}]; executors map decisions back by \
+             id, so every call needs its own"
+        ),
+    )
+}
+
 fn opt_string(
     map: &mut Map<String, Value>,
     key: &str,
@@ -429,13 +455,10 @@ fn opt_string(
     }
 }
 
-/// Parses JSON text, keeping serde_json's line and column on failure.
+/// Parses JSON text, keeping serde_json's line and column on failure and refusing a key
+/// given twice (see [`crate::strict_json`]).
 pub(crate) fn read_json(text: &str) -> Result<Value, RequestError> {
-    serde_json::from_str(text).map_err(|e| RequestError::Json {
-        line: e.line(),
-        column: e.column(),
-        message: e.to_string(),
-    })
+    crate::strict_json::parse(text)
 }
 
 /// The top-level object of a request body, refusing keys outside `allowed`; `shape` says
@@ -490,7 +513,7 @@ fn describe(v: &Value) -> String {
 
 impl<'de> serde::Deserialize<'de> for Request {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(d)?;
+        let value = crate::strict_json::deserialize(d)?;
         Request::from_value(value).map_err(serde::de::Error::custom)
     }
 }

@@ -146,10 +146,7 @@ impl<'a> FactsRef<'a> {
 
     pub(crate) fn latched(self) -> LatchedRef<'a> {
         match self {
-            FactsRef::Owned(f) => match &f.latched {
-                Latched::Flag(b) => LatchedRef::Flag(*b),
-                Latched::ByName(m) => LatchedRef::Owned(m),
-            },
+            FactsRef::Owned(f) => LatchedRef::from(&f.latched),
             FactsRef::Borrowed(f) => match &f.latched {
                 LatchedView::Flag(b) => LatchedRef::Flag(*b),
                 LatchedView::ByName(v) => LatchedRef::Borrowed(v),
@@ -187,26 +184,35 @@ impl<'a> FactsRef<'a> {
     }
 }
 
-impl LatchedRef<'_> {
-    /// The flag for the latch `name`; unnamed latches are unset.
-    pub(crate) fn get(self, name: &str) -> bool {
-        match self {
-            LatchedRef::Flag(b) => b,
-            LatchedRef::Owned(m) => m.get(name).copied().unwrap_or(false),
-            LatchedRef::Borrowed(v) => v
-                .iter()
-                .rev()
-                .find(|(k, _)| k == name)
-                .is_some_and(|(_, b)| *b),
+impl<'a> From<&'a Latched> for LatchedRef<'a> {
+    fn from(latched: &'a Latched) -> Self {
+        match latched {
+            Latched::Flag(b) => LatchedRef::Flag(*b),
+            Latched::ByName(m) => LatchedRef::Owned(m),
         }
+    }
+}
+
+impl<'a> LatchedRef<'a> {
+    /// The named flags, in no particular order; none for the one-flag form. The readers refuse
+    /// a name given twice, so each name appears once.
+    pub(crate) fn entries(self) -> impl Iterator<Item = (&'a str, bool)> {
+        let (owned, borrowed) = match self {
+            LatchedRef::Flag(_) => (None, None),
+            LatchedRef::Owned(m) => (Some(m.iter().map(|(k, v)| (k.as_str(), *v))), None),
+            LatchedRef::Borrowed(v) => (None, Some(v.iter().map(|(k, b)| (&**k, *b)))),
+        };
+        owned
+            .into_iter()
+            .flatten()
+            .chain(borrowed.into_iter().flatten())
     }
 
     /// True when any flag is set.
     pub(crate) fn any(self) -> bool {
         match self {
             LatchedRef::Flag(b) => b,
-            LatchedRef::Owned(m) => m.values().any(|b| *b),
-            LatchedRef::Borrowed(v) => v.iter().any(|(k, _)| self.get(k)),
+            named => named.entries().any(|(_, set)| set),
         }
     }
 }

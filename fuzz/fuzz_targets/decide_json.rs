@@ -28,7 +28,7 @@ fuzz_target!(|data: &[u8]| {
                 assert_eq!(r, &policy.decide(req));
             }
             (None, Ok(_)) => panic!("decide_json accepted what from_json rejected"),
-            (Some(req), Err(_)) => assert!(policy.check_target(req).is_err()),
+            (Some(req), Err(_)) => assert!(policy.check_request(req).is_err()),
             (None, Err(_)) => {}
         }
     }

@@ -435,7 +435,7 @@ fuzz_target!(|req: Req| {
                 check_order_independent(policy, req, r);
             }
             (None, Ok(_)) => panic!("decide_json accepted what from_json rejected"),
-            (Some(req), Err(_)) => assert!(policy.check_target(req).is_err()),
+            (Some(req), Err(_)) => assert!(policy.check_request(req).is_err()),
             (None, Err(_)) => {}
         }
     }

@@ -216,7 +216,7 @@ fn run_case(policy: &Policy, case: &Case) -> CaseResult {
             }
         }
     };
-    if let Err(e) = policy.check_target(&request) {
+    if let Err(e) = policy.check_request(&request) {
         failures.push(e.to_string());
     }
     let response = policy.decide(&request);

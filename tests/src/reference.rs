@@ -127,15 +127,23 @@ pub fn decide(policy: &Policy, request: &Value) -> RefResponse {
         .collect();
 
     // "Latches": the pre-scan. Incoming state, OR every classified setter in the batch.
+    // A set flag under a name no latch has sets every latch (unsure which was meant).
     let incoming = fact("latched");
+    let undeclared_set = match incoming {
+        Some(Value::Object(m)) => m.iter().any(|(name, v)| {
+            v == &Value::Bool(true) && !latches.iter().any(|l| l.name.name == *name)
+        }),
+        _ => false,
+    };
     let latch_set: Vec<bool> = latches
         .iter()
         .map(|l| {
-            let given = match incoming {
-                Some(Value::Bool(b)) => *b,
-                Some(Value::Object(m)) => m.get(&l.name.name) == Some(&Value::Bool(true)),
-                _ => false,
-            };
+            let given = undeclared_set
+                || match incoming {
+                    Some(Value::Bool(b)) => *b,
+                    Some(Value::Object(m)) => m.get(&l.name.name) == Some(&Value::Bool(true)),
+                    _ => false,
+                };
             let by_batch = calls.iter().any(|c| {
                 let tool = c.get("tool").and_then(Value::as_str).unwrap_or("");
                 class_of(tool).is_some() && selects(&l.set_by, tool)

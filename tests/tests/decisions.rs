@@ -302,17 +302,22 @@ fn one_decision_per_call_in_request_order_with_ids_and_tools_echoed() {
 }
 
 #[test]
-fn duplicate_call_ids_each_get_a_decision() {
+fn duplicate_call_ids_are_refused_not_judged() {
+    // Executors map decisions back by id: two calls with one id could swap an allow and a
+    // denial, so such a batch is malformed (more cases in ambiguous_requests.rs).
     let coach = example_policy("coach");
-    let r = decide(
-        &coach,
-        json!({"facts": {"stage": "coach"}, "calls": [
-            {"id": "same", "tool": "lookup_lesson"}, {"id": "same", "tool": "nope"}
-        ]}),
-    );
-    assert_eq!(r.decisions.len(), 2);
-    assert_allowed(&r.decisions[0]);
-    assert_denied(&r.decisions[1], DenyKind::Unclassified);
+    let request = json!({"facts": {"stage": "coach"}, "calls": [
+        {"id": "same", "tool": "lookup_lesson"}, {"id": "same", "tool": "nope"}
+    ]});
+    let err = coach.decide_json(&request.to_string()).unwrap_err();
+    assert!(err.to_string().contains("calls[1].id"), "{err}");
+    // A request built in Rust is checked by `check_request`.
+    let mut typed = Request::from_json(r#"{"calls": []}"#).unwrap();
+    typed.calls = vec![
+        Call::new("same", "lookup_lesson", json!({})),
+        Call::new("same", "nope", json!({})),
+    ];
+    assert!(coach.check_request(&typed).is_err());
 }
 
 #[test]

@@ -28,7 +28,7 @@ rule pay_region for pay { require facts.region in ["uk", "ie"] or facts.tier == 
 
 fn strict(policy: &Policy, text: &str) -> Result<Response, RequestError> {
     let request = Request::from_json(text)?;
-    policy.check_target(&request)?;
+    policy.check_request(&request)?;
     Ok(policy.decide(&request))
 }
 

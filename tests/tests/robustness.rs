@@ -82,6 +82,14 @@ fn check_request(policy: &Policy, text: &str) -> Result<(), String> {
             }
             Ok(())
         }
+        Err(RequestError::DuplicateKey { path, line, .. }) => {
+            if path.is_empty() || line == 0 {
+                return Err(format!(
+                    "a duplicate-key error with no place: `{path}` line {line}"
+                ));
+            }
+            Ok(())
+        }
         Err(e @ RequestError::WrongPolicy { .. }) => {
             if e.to_string().contains(policy.module()) {
                 Ok(())

@@ -55,7 +55,7 @@ fn eval(args: &Args) -> Result<String, String> {
         )
     })?;
     policy
-        .check_target(&request)
+        .check_request(&request)
         .map_err(|e| format!("error: {}: {e}", display_name(&args.input)))?;
     if args.explain {
         return Ok(explain_text(&policy, &request));

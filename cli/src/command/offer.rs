@@ -4,7 +4,7 @@ use super::tools_file::ToolsFile;
 use super::{display_name, read_input};
 use serde_json::{json, Value};
 use std::process::ExitCode;
-use toolgate_engine::Request;
+use toolgate_engine::{Request, RequestError};
 
 /// Arguments of `toolgate offer`.
 #[derive(clap::Args)]
@@ -51,17 +51,21 @@ fn offer(args: &Args) -> Result<String, String> {
     let tools = ToolsFile::read(&args.tools)?;
     let facts_text = read_input(&args.facts).map_err(|e| format!("error: {e}"))?;
     let name = display_name(&args.facts);
-    let facts: Value = serde_json::from_str(&facts_text).map_err(|e| {
-        format!(
-            "error: {name}:{}:{}: the facts are not valid JSON: {e}",
-            e.line(),
-            e.column()
-        )
+    let facts: Value = toolgate_engine::parse_json(&facts_text).map_err(|e| match e {
+        RequestError::Json {
+            line,
+            column,
+            message,
+        } => format!("error: {name}:{line}:{column}: the facts are not valid JSON: {message}"),
+        other => format!("error: {name}: malformed facts: {other}"),
     })?;
     // The facts go through the decision request's reader, so they are checked the same way.
     let facts = Request::from_value(json!({"facts": facts, "calls": []}))
         .map_err(|e| format!("error: {name}: malformed facts: {e}"))?
         .facts;
+    policy
+        .check_facts(&facts)
+        .map_err(|e| format!("error: {name}: malformed facts: {e}"))?;
     let offer = policy.offer(&facts, &tools.tools);
     let json = match (args.only_tools, args.compact) {
         (true, true) => serde_json::to_string(&offer.tools),

@@ -57,6 +57,9 @@ pub async fn offer(
         return Err(ApiError::unavailable("no policy is loaded"));
     }
     let policy = state.pick_policy(&set, request.policy.as_deref())?;
+    policy
+        .check_facts(&request.facts)
+        .map_err(|e| state.client_error(schema_error(e)))?;
     let mut facts = request.facts;
     // Read-only: an offer shows the latch the turn has set so far and records nothing.
     if let Some((s, t)) = state.session_turn(&request.session, &request.turn)? {
@@ -243,12 +246,29 @@ impl AppState {
         self.limits
             .check_depth(&bytes)
             .map_err(|e| self.client_error(e))?;
-        serde_json::from_slice(&bytes).map_err(|e| {
+        let text = std::str::from_utf8(&bytes).map_err(|e| {
             self.client_error(ApiError::bad_request(
                 "json",
-                format!("body is not valid JSON: {e}"),
-                Some(format!("line {}, column {}", e.line(), e.column())),
+                format!("body is not UTF-8: {e}"),
+                None,
             ))
+        })?;
+        toolgate_engine::parse_json(text).map_err(|e| {
+            self.client_error(match e {
+                RequestError::Json {
+                    line,
+                    column,
+                    message,
+                } => ApiError::bad_request(
+                    "json",
+                    format!("body is not valid JSON: {message}"),
+                    Some(format!("line {line}, column {column}")),
+                ),
+                RequestError::DuplicateKey { ref path, .. } => {
+                    ApiError::bad_request("duplicate_key", e.to_string(), Some(path.clone()))
+                }
+                other => schema_error(other),
+            })
         })
     }
 
@@ -311,6 +331,11 @@ impl AppState {
                 Some("policy".into()),
             )));
         }
+        // Checked before any carried session state is merged in: the executor's own latch
+        // names must be declared ones.
+        policy
+            .check_facts(&request.facts)
+            .map_err(|e| self.client_error(schema_error(e)))?;
         let session = self.session_turn(&request.session, &request.turn)?;
         if let Some((s, t)) = &session {
             if let Some(carried) = self.sessions.carried(s, t, started) {

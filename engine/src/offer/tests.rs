@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::*;
-use crate::request::{Call, Message};
+use crate::request::{Call, Latched, Message};
 use crate::response::DenyKind;
 use serde_json::json;
 
@@ -198,7 +198,9 @@ fn latched_writes_stay_offered_but_say_they_are_disabled() {
         "The search_aws_docs tool."
     );
 
-    // The map form names the latch; another name leaves it clear.
+    // The map form names the latch; a set flag under an undeclared name sets every latch
+    // (unsure which it meant, the offer assumes all, as `decide` does), and the request
+    // readers refuse the name.
     let by_name = |name: &str| Facts {
         stage: Some("coach".into()),
         latched: Latched::ByName([(name.to_string(), true)].into()),
@@ -211,7 +213,13 @@ fn latched_writes_stay_offered_but_say_they_are_disabled() {
             .len(),
         1
     );
-    assert!(policy.offer(&by_name("other"), &tools).disabled.is_empty());
+    assert_eq!(policy.offer(&by_name("other"), &tools).disabled.len(), 1);
+    assert!(policy.check_facts(&by_name("other")).is_err());
+    let cleared = Facts {
+        latched: Latched::ByName([("documentation_read".to_string(), false)].into()),
+        ..by_name("documentation_read")
+    };
+    assert!(policy.offer(&cleared, &tools).disabled.is_empty());
 }
 
 #[test]

@@ -1,0 +1,67 @@
+//! What a request must agree with in the policy before any call is judged: the module it
+//! names, and the latch names its `latched` fact uses. Both are errors, not denials: a request
+//! meant for another policy, or carrying state under a name nobody declared, cannot be judged
+//! as the executor meant it.
+
+use crate::error::RequestError;
+use crate::policy::Policy;
+use crate::request::{repeated_id, repeated_id_error, schema, Facts, Request};
+use crate::suggest::closest;
+use crate::view::LatchedRef;
+
+impl Policy {
+    /// Errors when `request` names a policy module other than this one, or its `latched`
+    /// fact names a latch this policy does not declare (a mis-cased name would otherwise
+    /// leave the latch it meant unset). [`Policy::decide_json`] runs this itself.
+    /// Two calls with one id are refused too (the JSON readers refuse them already; this
+    /// catches a request built in Rust): executors map decisions back by id.
+    pub fn check_request(&self, request: &Request) -> Result<(), RequestError> {
+        self.check_module(request.policy.as_deref())?;
+        let calls = &request.calls;
+        if let Some((first, again)) = repeated_id(calls.len(), |i| &calls[i].id) {
+            return Err(repeated_id_error(&calls[again].id, first, again));
+        }
+        self.check_facts(&request.facts)
+    }
+
+    /// Errors when the `latched` fact of `facts` names a latch this policy does not declare.
+    pub fn check_facts(&self, facts: &Facts) -> Result<(), RequestError> {
+        self.check_latch_names(LatchedRef::from(&facts.latched))
+    }
+
+    /// Errors when `requested` is a module other than this one.
+    pub(crate) fn check_module(&self, requested: Option<&str>) -> Result<(), RequestError> {
+        match requested {
+            Some(p) if *p != *self.module => Err(RequestError::WrongPolicy {
+                requested: p.to_owned(),
+                loaded: self.module.to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    pub(crate) fn check_latch_names(&self, fact: LatchedRef<'_>) -> Result<(), RequestError> {
+        let Some((name, _)) = fact
+            .entries()
+            .find(|(name, _)| self.latch_index(name).is_none())
+        else {
+            return Ok(());
+        };
+        let declared: Vec<&str> = self.latches.iter().map(|l| &*l.name).collect();
+        let mut message = format!("the policy declares no latch `{name}`");
+        if let Some(near) = closest(name, declared.iter().copied()) {
+            message.push_str(&format!("; did you mean `{near}`?"));
+        }
+        if declared.is_empty() {
+            message.push_str("; it declares no latches at all, so leave `latched` out");
+        } else {
+            message.push_str(&format!(" (declared: {})", declared.join(", ")));
+        }
+        Err(schema(&format!("facts.latched.{name}"), message))
+    }
+
+    /// The index of the latch called `name`.
+    pub(crate) fn latch_index(&self, name: &str) -> Option<usize> {
+        self.latches.iter().position(|l| *l.name == *name)
+    }
+}
