@@ -1,6 +1,7 @@
 //! `toolgate`: check policies, evaluate tool-call batches and offer tools from the command line.
 
 mod command;
+mod hook;
 mod server;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +29,8 @@ enum Command {
     Serve(command::serve::Args),
     /// Run example tests and check invariants of policies (files or directories).
     Test(command::test::Args),
+    /// Answer a coding agent's hook event (Claude Code, Gemini CLI, Cursor) from a policy.
+    Hook(command::hook::Args),
 }
 
 fn main() -> ExitCode {
@@ -39,5 +42,6 @@ fn main() -> ExitCode {
         Command::Fmt(args) => command::fmt::run(&args),
         Command::Serve(args) => command::serve::run(&args),
         Command::Test(args) => command::test::run(&args),
+        Command::Hook(args) => command::hook::run(&args),
     }
 }

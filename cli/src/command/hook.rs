@@ -1,0 +1,235 @@
+//! `toolgate hook AGENT --policy FILE`: answer one coding-agent hook event from stdin.
+//! `toolgate hook init AGENT --policy FILE [--write]`: the settings that install the hook.
+
+use super::{compile_file, read_input};
+use crate::hook::agents::Agent;
+use crate::hook::state::StateDir;
+use crate::hook::{Event, Judge};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `toolgate hook`.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: HookCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum HookCommand {
+    /// Answer one Claude Code hook event (PreToolUse, PostToolUse, UserPromptSubmit).
+    ClaudeCode(RunArgs),
+    /// Answer one Gemini CLI hook event (BeforeTool, AfterTool, BeforeAgent).
+    GeminiCli(RunArgs),
+    /// Answer one Cursor hook event (beforeMCPExecution, beforeShellExecution, ...).
+    Cursor(RunArgs),
+    /// Print the agent settings that run `toolgate hook` (or merge them in with `--write`).
+    Init(InitArgs),
+}
+
+/// Arguments of `toolgate hook AGENT`.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The policy file (`.gate`).
+    #[arg(long, short)]
+    policy: String,
+    /// The stage every call is judged in (default: the policy's only stage, if it has one).
+    #[arg(long)]
+    stage: Option<String>,
+    /// Where per-session state lives (default: `$XDG_STATE_HOME/toolgate/hooks`).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Answer "allow" for allowed calls, instead of leaving them to the agent's own rules.
+    #[arg(long)]
+    approve: bool,
+}
+
+/// Arguments of `toolgate hook init`.
+#[derive(clap::Args)]
+pub struct InitArgs {
+    /// The agent to configure.
+    #[arg(value_enum)]
+    agent: Agent,
+    /// The policy file the hook enforces.
+    #[arg(long, short)]
+    policy: String,
+    /// The stage, passed on to the hook.
+    #[arg(long)]
+    stage: Option<String>,
+    /// Merge the hooks into the agent's project settings file instead of printing them.
+    #[arg(long)]
+    write: bool,
+}
+
+/// Exit 0 with the agent's answer on stdout (a denial is an answer). When the hook cannot
+/// judge (a bad policy, an unreadable event, unusable state), exit 2 with the reason on
+/// stderr: each agent treats exit 2 as "block", so toolgate fails closed.
+pub fn run(args: &Args) -> ExitCode {
+    let result = match &args.command {
+        HookCommand::ClaudeCode(a) => answer(Agent::ClaudeCode, a),
+        HookCommand::GeminiCli(a) => answer(Agent::GeminiCli, a),
+        HookCommand::Cursor(a) => answer(Agent::Cursor, a),
+        HookCommand::Init(a) => init(a),
+    };
+    match result {
+        Ok(Some(out)) => {
+            println!("{out}");
+            ExitCode::SUCCESS
+        }
+        Ok(None) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("toolgate: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn answer(agent: Agent, args: &RunArgs) -> Result<Option<String>, String> {
+    let input = read_input("-")?;
+    let event = agent.read(&input).map_err(|e| e.to_string())?;
+    let session = match &event {
+        Event::Other => return Ok(None),
+        Event::TurnStart { session, .. }
+        | Event::BeforeTool { session, .. }
+        | Event::AfterTool { session, .. } => session.clone(),
+    };
+    let text = read_input(&args.policy)?;
+    let policy = compile_file(&args.policy, &text)
+        .map_err(|e| format!("policy does not compile\n{}", e.render().trim_end()))?;
+    let stage = args.stage.clone().or_else(|| {
+        let mut stages = policy.stages();
+        match (stages.next(), stages.next()) {
+            (Some(only), None) => Some(only.to_string()),
+            _ => None,
+        }
+    });
+    let judge = Judge {
+        policy: &policy,
+        stage,
+        approve: args.approve,
+    };
+    let dir = StateDir::new(
+        args.state_dir
+            .clone()
+            .unwrap_or_else(StateDir::default_path),
+    );
+    let mut locked = dir
+        .lock(agent.name(), &session)
+        .map_err(|e| e.to_string())?;
+    if locked.state.recovered {
+        eprintln!(
+            "toolgate: the hook state of session `{session}` could not be read; every latch is \
+             taken as set until the next turn"
+        );
+    }
+    let answer = judge.handle(&event, &mut locked.state);
+    locked.save().map_err(|e| e.to_string())?;
+    Ok(agent.render(&answer).map(|v| v.to_string()))
+}
+
+/// The hook command line for `agent`, quoted for a shell.
+fn hook_command(agent: Agent, args: &InitArgs) -> String {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let mut cmd = format!(
+        "toolgate hook {} --policy {}",
+        agent.name(),
+        quote(&args.policy)
+    );
+    if let Some(stage) = &args.stage {
+        cmd.push_str(&format!(" --stage {}", quote(stage)));
+    }
+    cmd
+}
+
+/// The settings snippet that installs the hook for `args.agent`.
+fn settings(args: &InitArgs) -> (PathBuf, Value) {
+    let command = hook_command(args.agent, args);
+    let hook = json!([{"matcher": "*", "hooks": [{"type": "command", "command": command}]}]);
+    let plain = json!([{"hooks": [{"type": "command", "command": command}]}]);
+    match args.agent {
+        Agent::ClaudeCode => (
+            PathBuf::from(".claude/settings.json"),
+            json!({"hooks": {
+                "PreToolUse": hook,
+                "PostToolUse": hook,
+                "PostToolUseFailure": hook,
+                "UserPromptSubmit": plain,
+            }}),
+        ),
+        Agent::GeminiCli => (
+            PathBuf::from(".gemini/settings.json"),
+            json!({"hooks": {"BeforeTool": hook, "AfterTool": hook, "BeforeAgent": plain}}),
+        ),
+        Agent::Cursor => {
+            let entry = json!([{ "command": command }]);
+            (
+                PathBuf::from(".cursor/hooks.json"),
+                json!({"version": 1, "hooks": {
+                    "beforeMCPExecution": entry,
+                    "beforeShellExecution": entry,
+                    "afterMCPExecution": entry,
+                    "afterShellExecution": entry,
+                    "beforeSubmitPrompt": entry,
+                }}),
+            )
+        }
+    }
+}
+
+fn init(args: &InitArgs) -> Result<Option<String>, String> {
+    let (path, snippet) = settings(args);
+    let pretty = |v: &Value| serde_json::to_string_pretty(v).map_err(|e| e.to_string());
+    if !args.write {
+        return pretty(&snippet).map(Some);
+    }
+    let mut current = match std::fs::read_to_string(&path) {
+        Ok(text) => toolgate_engine::parse_json(&text)
+            .map_err(|e| format!("cannot merge into `{}`: {e}", path.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => json!({}),
+        Err(e) => return Err(format!("cannot read `{}`: {e}", path.display())),
+    };
+    merge(&mut current, &snippet).map_err(|at| {
+        format!(
+            "cannot merge into `{}`: `{at}` is not an object",
+            path.display()
+        )
+    })?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+    }
+    std::fs::write(&path, pretty(&current)? + "\n")
+        .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+    Ok(Some(format!(
+        "toolgate: hooks written to {}",
+        path.display()
+    )))
+}
+
+/// Merges `add` into `into`: objects key by key, and each hook list gains the entries it
+/// does not already hold (so running `init --write` twice adds nothing). The error names a
+/// key whose existing value is not an object where one is needed.
+fn merge(into: &mut Value, add: &Value) -> Result<(), String> {
+    let (Value::Object(into), Value::Object(add)) = (into, add) else {
+        return Err("(top)".into());
+    };
+    for (key, value) in add {
+        match (into.get_mut(key), value) {
+            (None, v) => {
+                into.insert(key.clone(), v.clone());
+            }
+            (Some(Value::Array(list)), Value::Array(entries)) => {
+                for e in entries {
+                    if !list.contains(e) {
+                        list.push(e.clone());
+                    }
+                }
+            }
+            (Some(existing @ Value::Object(_)), Value::Object(_)) => merge(existing, value)?,
+            (Some(_), Value::Object(_)) => return Err(key.clone()),
+            (Some(existing), v) => *existing = v.clone(),
+        }
+    }
+    Ok(())
+}

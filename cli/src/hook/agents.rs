@@ -1,0 +1,233 @@
+//! Each coding agent's hook format: its event JSON in, its decision JSON out.
+//!
+//! Field names follow each agent's hooks reference (sources in `docs/agents.md`). Tool names
+//! pass through unchanged, so a policy names an MCP tool the way the agent reports it:
+//! `mcp__SERVER__TOOL` in Claude Code and Gemini CLI. Cursor's shell commands are judged as
+//! the tool `shell` with the argument `command`.
+
+use super::{Answer, Event};
+use serde_json::{json, Map, Value};
+
+/// The agents `toolgate hook` speaks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Agent {
+    /// Claude Code (and the Claude Agent SDK): `PreToolUse`, `PostToolUse`,
+    /// `UserPromptSubmit`, `SessionStart`.
+    ClaudeCode,
+    /// Gemini CLI: `BeforeTool`, `AfterTool`, `BeforeAgent`.
+    GeminiCli,
+    /// Cursor: `beforeMCPExecution`, `beforeShellExecution`, their `after...` events and
+    /// `beforeSubmitPrompt`.
+    Cursor,
+}
+
+/// Why an event could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    /// Not JSON, or ambiguous JSON (a key given twice).
+    #[error("the hook event is not valid JSON: {0}")]
+    Json(#[from] toolgate_engine::RequestError),
+    /// A field the event needs is missing or of the wrong type.
+    #[error("the hook event's `{field}` is missing or not {expected}")]
+    Field {
+        /// The field.
+        field: &'static str,
+        /// What it should be.
+        expected: &'static str,
+    },
+}
+
+impl Agent {
+    /// The name used on the command line and in state file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "claude-code",
+            Agent::GeminiCli => "gemini-cli",
+            Agent::Cursor => "cursor",
+        }
+    }
+
+    /// Reads one event.
+    pub fn read(self, text: &str) -> Result<Event, EventError> {
+        let Value::Object(event) = toolgate_engine::parse_json(text)? else {
+            return Err(EventError::Field {
+                field: "(event)",
+                expected: "an object",
+            });
+        };
+        match self {
+            Agent::ClaudeCode => claude_code(&event),
+            Agent::GeminiCli => gemini_cli(&event),
+            Agent::Cursor => cursor(&event),
+        }
+    }
+
+    /// The answer in the agent's own format, or `None` to print nothing.
+    pub fn render(self, answer: &Answer) -> Option<Value> {
+        let (allow, reason) = match answer {
+            Answer::Nothing => return None,
+            Answer::Allow => (true, None),
+            Answer::Deny { reason } => (false, Some(reason.as_str())),
+        };
+        let word = if allow { "allow" } else { "deny" };
+        Some(match self {
+            Agent::ClaudeCode => {
+                let mut out = json!({"hookEventName": "PreToolUse", "permissionDecision": word});
+                if let Some(reason) = reason {
+                    out["permissionDecisionReason"] = reason.into();
+                }
+                json!({ "hookSpecificOutput": out })
+            }
+            Agent::GeminiCli => match reason {
+                Some(reason) => json!({"decision": word, "reason": reason}),
+                None => json!({ "decision": word }),
+            },
+            Agent::Cursor => match reason {
+                Some(reason) => json!({
+                    "permission": word,
+                    "user_message": format!("toolgate: {reason}"),
+                    "agent_message": reason,
+                }),
+                None => json!({ "permission": word }),
+            },
+        })
+    }
+}
+
+fn string(event: &Map<String, Value>, field: &'static str) -> Result<String, EventError> {
+    match event.get(field) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        _ => Err(EventError::Field {
+            field,
+            expected: "a string",
+        }),
+    }
+}
+
+fn opt_string(event: &Map<String, Value>, field: &'static str) -> Option<String> {
+    event.get(field).and_then(Value::as_str).map(str::to_string)
+}
+
+/// Tool arguments: an object, or a string holding one (some agents send it encoded);
+/// absent means none.
+fn args(event: &Map<String, Value>, field: &'static str) -> Result<Value, EventError> {
+    let bad = EventError::Field {
+        field,
+        expected: "an object",
+    };
+    match event.get(field) {
+        None | Some(Value::Null) => Ok(Value::Object(Map::new())),
+        Some(v @ Value::Object(_)) => Ok(v.clone()),
+        Some(Value::String(s)) => match toolgate_engine::parse_json(s) {
+            Ok(v @ Value::Object(_)) => Ok(v),
+            _ => Err(bad),
+        },
+        Some(_) => Err(bad),
+    }
+}
+
+fn claude_code(e: &Map<String, Value>) -> Result<Event, EventError> {
+    let name = string(e, "hook_event_name")?;
+    let session = || string(e, "session_id");
+    Ok(match name.as_str() {
+        "UserPromptSubmit" | "SessionStart" => Event::TurnStart {
+            session: session()?,
+            turn: opt_string(e, "prompt_id"),
+        },
+        "PreToolUse" => Event::BeforeTool {
+            session: session()?,
+            turn: opt_string(e, "prompt_id"),
+            call_id: opt_string(e, "tool_use_id").unwrap_or_else(|| "call".into()),
+            tool: string(e, "tool_name")?,
+            args: args(e, "tool_input")?,
+        },
+        "PostToolUse" | "PostToolUseFailure" => Event::AfterTool {
+            session: session()?,
+            tool: string(e, "tool_name")?,
+            ok: name == "PostToolUse",
+        },
+        _ => Event::Other,
+    })
+}
+
+fn gemini_cli(e: &Map<String, Value>) -> Result<Event, EventError> {
+    let name = string(e, "hook_event_name")?;
+    let session = || string(e, "session_id");
+    Ok(match name.as_str() {
+        "BeforeAgent" | "SessionStart" => Event::TurnStart {
+            session: session()?,
+            turn: None,
+        },
+        "BeforeTool" => Event::BeforeTool {
+            session: session()?,
+            turn: None,
+            call_id: "call".into(),
+            tool: string(e, "tool_name")?,
+            args: args(e, "tool_input")?,
+        },
+        "AfterTool" => {
+            // A tool that failed reports an error in its response.
+            let failed = e
+                .get("tool_response")
+                .and_then(|r| r.get("error"))
+                .is_some_and(|err| !err.is_null());
+            Event::AfterTool {
+                session: session()?,
+                tool: string(e, "tool_name")?,
+                ok: !failed,
+            }
+        }
+        _ => Event::Other,
+    })
+}
+
+fn cursor(e: &Map<String, Value>) -> Result<Event, EventError> {
+    let name = string(e, "hook_event_name")?;
+    let session = || string(e, "conversation_id");
+    let turn = opt_string(e, "generation_id");
+    let shell_args = || {
+        let mut a = Map::new();
+        a.insert(
+            "command".into(),
+            e.get("command").cloned().unwrap_or_default(),
+        );
+        if let Some(cwd) = e.get("cwd") {
+            a.insert("cwd".into(), cwd.clone());
+        }
+        Value::Object(a)
+    };
+    Ok(match name.as_str() {
+        "beforeSubmitPrompt" => Event::TurnStart {
+            session: session()?,
+            turn,
+        },
+        "beforeMCPExecution" => Event::BeforeTool {
+            session: session()?,
+            turn,
+            call_id: "call".into(),
+            tool: string(e, "tool_name")?,
+            args: args(e, "tool_input")?,
+        },
+        "beforeShellExecution" => {
+            string(e, "command")?;
+            Event::BeforeTool {
+                session: session()?,
+                turn,
+                call_id: "call".into(),
+                tool: "shell".into(),
+                args: shell_args(),
+            }
+        }
+        "afterMCPExecution" => Event::AfterTool {
+            session: session()?,
+            tool: string(e, "tool_name")?,
+            ok: true,
+        },
+        "afterShellExecution" => Event::AfterTool {
+            session: session()?,
+            tool: "shell".into(),
+            ok: true,
+        },
+        _ => Event::Other,
+    })
+}

@@ -1,0 +1,440 @@
+//! `toolgate hook`: the real binary answering spec-shaped events of each coding agent, with
+//! its per-session state on disk.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const POLICY: &str = r#"
+module coding
+write  Write, Edit, Bash, mcp__github__create_issue, shell
+ingest WebFetch
+read   Read, Grep
+stage main { tools [Write, Edit, Bash, WebFetch, Read, Grep, mcp__github__create_issue, shell] }
+latch untrusted { set_by ingest  blocks write }
+hosts docs { allow ["docs.rs"] }
+rule docs_only for WebFetch { require args.url in hosts docs }
+rule read_first for mcp__github__create_issue { require called_before(Read) }
+rule no_force for shell { require not (args.command matches "--force") }
+"#;
+
+struct Setup {
+    dir: PathBuf,
+    policy: PathBuf,
+}
+
+impl Setup {
+    fn new(tag: &str) -> Setup {
+        let dir = std::env::temp_dir().join(format!("toolgate-hook-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let policy = dir.join("coding.gate");
+        std::fs::write(&policy, POLICY).unwrap();
+        Setup { dir, policy }
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    fn command(&self, agent: &str, extra: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        c.args(["hook", agent, "--policy"])
+            .arg(&self.policy)
+            .arg("--state-dir")
+            .arg(self.state_dir())
+            .args(extra);
+        c
+    }
+
+    fn run(&self, agent: &str, extra: &[&str], event: &str) -> Output {
+        let mut child = self
+            .command(agent, extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(event.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// Runs a Claude Code event; returns the decision (`None` when nothing was printed).
+    fn claude(&self, event: Value) -> Option<Value> {
+        self.claude_with(&[], event)
+    }
+
+    fn claude_with(&self, extra: &[&str], event: Value) -> Option<Value> {
+        let out = self.run("claude-code", extra, &event.to_string());
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        (!stdout.trim().is_empty()).then(|| serde_json::from_str(&stdout).unwrap())
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn pre(session: &str, tool: &str, input: Value) -> Value {
+    json!({"session_id": session, "transcript_path": "/tmp/t.jsonl", "cwd": "/repo",
+           "permission_mode": "default", "hook_event_name": "PreToolUse",
+           "tool_name": tool, "tool_input": input, "tool_use_id": "toolu_01"})
+}
+
+fn post(session: &str, tool: &str, ok: bool) -> Value {
+    let name = if ok {
+        "PostToolUse"
+    } else {
+        "PostToolUseFailure"
+    };
+    json!({"session_id": session, "hook_event_name": name, "tool_name": tool,
+           "tool_input": {}, "tool_response": {"ok": ok}})
+}
+
+fn prompt(session: &str) -> Value {
+    json!({"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": "hi"})
+}
+
+/// The refusal of a Claude Code denial, or a panic if the answer is not a denial.
+fn denied(answer: Option<Value>) -> String {
+    let answer = answer.expect("a decision");
+    let out = &answer["hookSpecificOutput"];
+    assert_eq!(out["hookEventName"], "PreToolUse", "{answer}");
+    assert_eq!(out["permissionDecision"], "deny", "{answer}");
+    out["permissionDecisionReason"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn claude_code_allowed_calls_get_no_decision_unless_approve() {
+    let s = Setup::new("allow");
+    assert_eq!(
+        s.claude(pre("s1", "Read", json!({"file_path": "a.rs"}))),
+        None
+    );
+    let approved = s.claude_with(&["--approve"], pre("s1", "Read", json!({})));
+    assert_eq!(
+        approved.unwrap()["hookSpecificOutput"]["permissionDecision"],
+        "allow"
+    );
+}
+
+#[test]
+fn claude_code_denies_unclassified_tools_and_bad_hosts_with_the_refusal() {
+    let s = Setup::new("deny");
+    let reason = denied(s.claude(pre("s1", "mcp__evil__exfiltrate", json!({}))));
+    assert!(reason.contains("not classified"), "{reason}");
+    let reason = denied(s.claude(pre("s1", "WebFetch", json!({"url": "https://evil.tld/"}))));
+    assert!(!reason.is_empty());
+    // A refused setter still latches the turn (the engine's rule: a setter counts whether or
+    // not its own call is allowed), so a write now is refused too.
+    denied(s.claude(pre("s1", "Write", json!({"file_path": "x"}))));
+}
+
+#[test]
+fn claude_code_latch_holds_for_the_turn_and_drops_at_the_next_prompt() {
+    let s = Setup::new("latch");
+    assert_eq!(s.claude(pre("s1", "Write", json!({}))), None);
+    assert_eq!(
+        s.claude(pre(
+            "s1",
+            "WebFetch",
+            json!({"url": "https://docs.rs/serde"})
+        )),
+        None
+    );
+    let reason = denied(s.claude(pre("s1", "Write", json!({}))));
+    assert!(reason.contains("untrusted") || reason.contains("latch") || !reason.is_empty());
+    denied(s.claude(pre("s1", "Bash", json!({"command": "ls"}))));
+    // Reads still run; another session is unaffected.
+    assert_eq!(s.claude(pre("s1", "Read", json!({}))), None);
+    assert_eq!(s.claude(pre("s2", "Write", json!({}))), None);
+    // A new user turn clears the latch.
+    assert_eq!(s.claude(prompt("s1")), None);
+    assert_eq!(s.claude(pre("s1", "Write", json!({}))), None);
+}
+
+#[test]
+fn claude_code_a_new_prompt_id_starts_a_new_turn() {
+    let s = Setup::new("prompt-id");
+    let mut fetch = pre("s1", "WebFetch", json!({"url": "https://docs.rs/"}));
+    fetch["prompt_id"] = "p1".into();
+    assert_eq!(s.claude(fetch), None);
+    let mut write = pre("s1", "Write", json!({}));
+    write["prompt_id"] = "p1".into();
+    denied(s.claude(write.clone()));
+    write["prompt_id"] = "p2".into();
+    assert_eq!(s.claude(write), None);
+}
+
+#[test]
+fn claude_code_called_before_learns_only_successful_calls() {
+    let s = Setup::new("called");
+    let issue = || pre("s1", "mcp__github__create_issue", json!({"title": "t"}));
+    denied(s.claude(issue()));
+    assert_eq!(s.claude(post("s1", "Read", false)), None);
+    denied(s.claude(issue()));
+    assert_eq!(s.claude(post("s1", "Read", true)), None);
+    assert_eq!(s.claude(issue()), None);
+    // It lasts across turns: called_before is about the conversation.
+    s.claude(prompt("s1"));
+    assert_eq!(s.claude(issue()), None);
+}
+
+#[test]
+fn concurrent_hooks_of_one_session_lose_nothing() {
+    let s = Setup::new("concurrent");
+    // Many PostToolUse hooks and one latch-setting PreToolUse, all at once. Without the lock,
+    // a later writer would overwrite the others' state (a lost latch, lost calls).
+    let mut children = Vec::new();
+    for i in 0..24 {
+        let event = if i == 12 {
+            pre("s1", "WebFetch", json!({"url": "https://docs.rs/"}))
+        } else {
+            post("s1", &format!("Tool{i}"), true)
+        };
+        let mut child = s
+            .command("claude-code", &[])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(event.to_string().as_bytes())
+            .unwrap();
+        children.push(child);
+    }
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    denied(s.claude(pre("s1", "Write", json!({}))));
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.state_dir().join("claude-code-s1.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(state["called"].as_array().unwrap().len(), 23, "{state}");
+}
+
+#[test]
+fn a_corrupt_state_file_fails_closed_until_the_next_turn() {
+    let s = Setup::new("corrupt");
+    assert_eq!(s.claude(pre("s1", "Read", json!({}))), None);
+    let file = s.state_dir().join("claude-code-s1.json");
+    for junk in [
+        "{not json",
+        "",
+        r#"{"version": 99}"#,
+        r#"{"version": 1, "turn": null, "latched": false, "latched": true, "called": []}"#,
+    ] {
+        std::fs::write(&file, junk).unwrap();
+        let out = s.run(
+            "claude-code",
+            &[],
+            &pre("s1", "Write", json!({})).to_string(),
+        );
+        assert_eq!(out.status.code(), Some(0));
+        assert!(text(&out.stderr).contains("could not be read"), "{junk}");
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+        denied(Some(answer));
+        // It stays latched for the rest of the turn.
+        denied(s.claude(pre("s1", "Edit", json!({}))));
+        s.claude(prompt("s1"));
+        assert_eq!(s.claude(pre("s1", "Write", json!({}))), None, "{junk}");
+    }
+}
+
+#[test]
+fn unknown_events_are_ignored_and_bad_input_blocks() {
+    let s = Setup::new("unknown");
+    for name in [
+        "Notification",
+        "Stop",
+        "SubagentStop",
+        "PreCompact",
+        "SomethingNew",
+    ] {
+        let out = s.run(
+            "claude-code",
+            &[],
+            &json!({"session_id": "s1", "hook_event_name": name}).to_string(),
+        );
+        assert_eq!(out.status.code(), Some(0), "{name}");
+        assert!(out.stdout.is_empty(), "{name}");
+    }
+    assert!(!s.state_dir().join("claude-code-s1.json").exists());
+    // Input the hook cannot judge: exit 2, which every agent treats as "block".
+    for bad in [
+        "not json".to_string(),
+        r#"{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Read", "tool_name": "Write"}"#.into(),
+        r#"{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Write", "tool_input": [1]}"#.into(),
+        r#"{"hook_event_name": "PreToolUse", "tool_name": "Write"}"#.into(),
+    ] {
+        let out = s.run("claude-code", &[], &bad);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(out.stdout.is_empty(), "{bad}");
+        assert!(text(&out.stderr).starts_with("toolgate: "), "{bad}");
+    }
+    std::fs::write(&s.policy, "module broken\nstage main { tools [nope }\n").unwrap();
+    let out = s.run(
+        "claude-code",
+        &[],
+        &pre("s1", "Read", json!({})).to_string(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("does not compile"));
+}
+
+#[test]
+fn gemini_cli_events() {
+    let s = Setup::new("gemini");
+    let before = |tool: &str, input: Value| {
+        json!({"session_id": "g1", "transcript_path": "/t", "cwd": "/repo",
+               "hook_event_name": "BeforeTool", "timestamp": "2026-12-01T00:00:00Z",
+               "tool_name": tool, "tool_input": input})
+        .to_string()
+    };
+    let run = |event: String| {
+        let out = s.run("gemini-cli", &[], &event);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        (!stdout.trim().is_empty()).then(|| serde_json::from_str::<Value>(&stdout).unwrap())
+    };
+    assert_eq!(run(before("Write", json!({}))), None);
+    assert_eq!(
+        run(before("WebFetch", json!({"url": "https://docs.rs/"}))),
+        None
+    );
+    let answer = run(before("Write", json!({}))).unwrap();
+    assert_eq!(answer["decision"], "deny");
+    assert!(answer["reason"].as_str().is_some_and(|r| !r.is_empty()));
+    run(json!({"session_id": "g1", "hook_event_name": "BeforeAgent", "prompt": "x"}).to_string());
+    assert_eq!(run(before("Write", json!({}))), None);
+    let out = s.run("gemini-cli", &["--approve"], &before("Read", json!({})));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+        json!({"decision": "allow"})
+    );
+}
+
+#[test]
+fn cursor_events() {
+    let s = Setup::new("cursor");
+    let shell = |command: &str| {
+        json!({"hook_event_name": "beforeShellExecution", "conversation_id": "c1",
+               "generation_id": "gen1", "workspace_roots": ["/repo"],
+               "command": command, "cwd": "/repo"})
+        .to_string()
+    };
+    let run = |event: String| {
+        let out = s.run("cursor", &[], &event);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        (!stdout.trim().is_empty()).then(|| serde_json::from_str::<Value>(&stdout).unwrap())
+    };
+    assert_eq!(run(shell("git push")), None);
+    let answer = run(shell("git push --force")).unwrap();
+    assert_eq!(answer["permission"], "deny");
+    assert!(answer["agent_message"]
+        .as_str()
+        .is_some_and(|m| !m.is_empty()));
+    // MCP calls, with arguments as Cursor sends them (a JSON string).
+    let mcp = |tool: &str, gen: &str| {
+        json!({"hook_event_name": "beforeMCPExecution", "conversation_id": "c1",
+               "generation_id": gen, "tool_name": tool,
+               "tool_input": "{\"url\": \"https://docs.rs/\"}"})
+        .to_string()
+    };
+    assert_eq!(run(mcp("WebFetch", "gen1")), None);
+    assert_eq!(run(shell("git push")).unwrap()["permission"], "deny");
+    // A new generation is a new turn.
+    assert_eq!(run(mcp("Read", "gen2")), None);
+    assert_eq!(
+        run(
+            json!({"hook_event_name": "beforeShellExecution", "conversation_id": "c1",
+                   "generation_id": "gen2", "command": "ls"})
+            .to_string()
+        ),
+        None
+    );
+}
+
+#[test]
+fn init_prints_and_merges_settings() {
+    let s = Setup::new("init");
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args([
+            "hook",
+            "init",
+            "claude-code",
+            "--policy",
+            "policies/coding.gate",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let snippet: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let command = &snippet["hooks"]["PreToolUse"][0]["hooks"][0]["command"];
+    assert_eq!(
+        command,
+        "toolgate hook claude-code --policy 'policies/coding.gate'"
+    );
+    // --write merges into existing settings, keeps what is there, and is idempotent.
+    let project = s.dir.join("project");
+    std::fs::create_dir_all(project.join(".claude")).unwrap();
+    let settings = project.join(".claude/settings.json");
+    std::fs::write(
+        &settings,
+        r#"{"model": "x", "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": []}]}}"#,
+    )
+    .unwrap();
+    for _ in 0..2 {
+        let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .current_dir(&project)
+            .args([
+                "hook",
+                "init",
+                "claude-code",
+                "--policy",
+                "p.gate",
+                "--write",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let merged: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(merged["model"], "x");
+    assert_eq!(
+        merged["hooks"]["PreToolUse"].as_array().unwrap().len(),
+        2,
+        "{merged}"
+    );
+    assert_eq!(
+        merged["hooks"]["UserPromptSubmit"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let _ = Path::new("");
+}
