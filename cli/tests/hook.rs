@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 const POLICY: &str = r#"
@@ -49,7 +49,8 @@ impl Setup {
         c
     }
 
-    fn run(&self, agent: &str, extra: &[&str], event: &str) -> Output {
+    /// Starts the hook with `event` written to its stdin.
+    fn spawn(&self, agent: &str, extra: &[&str], event: &str) -> std::process::Child {
         let mut child = self
             .command(agent, extra)
             .stdin(Stdio::piped())
@@ -63,7 +64,11 @@ impl Setup {
             .unwrap()
             .write_all(event.as_bytes())
             .unwrap();
-        child.wait_with_output().unwrap()
+        child
+    }
+
+    fn run(&self, agent: &str, extra: &[&str], event: &str) -> Output {
+        self.spawn(agent, extra, event).wait_with_output().unwrap()
     }
 
     /// Runs a Claude Code event; returns the decision (`None` when nothing was printed).
@@ -209,23 +214,10 @@ fn concurrent_hooks_of_one_session_lose_nothing() {
         } else {
             post("s1", &format!("Tool{i}"), true)
         };
-        let mut child = s
-            .command("claude-code", &[])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(event.to_string().as_bytes())
-            .unwrap();
-        children.push(child);
+        children.push(s.spawn("claude-code", &[], &event.to_string()));
     }
-    for mut c in children {
-        assert!(c.wait().unwrap().success());
+    for c in children {
+        assert!(c.wait_with_output().unwrap().status.success());
     }
     denied(s.claude(pre("s1", "Write", json!({}))));
     let state: Value = serde_json::from_str(
@@ -436,5 +428,4 @@ fn init_prints_and_merges_settings() {
             .len(),
         1
     );
-    let _ = Path::new("");
 }
