@@ -216,6 +216,28 @@ fn slowloris_headers_are_cut_off_at_the_header_timeout() {
 }
 
 #[test]
+fn headers_that_stop_arriving_get_a_json_408() {
+    let s = start(
+        "http-stalled",
+        &[("gate.gate", POLICY_A)],
+        &["--header-timeout-ms", "600", "--idle-timeout-ms", "5000"],
+    );
+    for partial in [
+        &b"P"[..],
+        b"POST /v1/decide HTTP/1.1\r\n",
+        b"POST /v1/decide HTTP/1.1\r\nHost: x\r\nContent-Type: appl",
+    ] {
+        let mut conn = TcpStream::connect(&s.addr).unwrap();
+        conn.write_all(partial).unwrap();
+        let (t, raw, closed) = wait_for_close(&mut conn, Duration::from_secs(5));
+        assert!(closed, "the connection stayed open");
+        assert!(t < Duration::from_millis(2000), "{t:?}");
+        let (st, _, body) = parse_response(&raw);
+        assert_json_error(st, &body, 408, "timeout");
+    }
+}
+
+#[test]
 fn a_slow_body_gets_a_json_408() {
     let s = start(
         "http-slowbody",

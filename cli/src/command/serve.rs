@@ -64,13 +64,13 @@ pub struct Args {
     max_session_bytes: usize,
     /// Milliseconds a client may take from opening a connection (or finishing a request) to
     /// the last byte of the next request's headers.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     header_timeout_ms: u64,
     /// Milliseconds a client may take to send a request body once its headers are in (408).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     body_timeout_ms: u64,
     /// Milliseconds a keep-alive connection may sit with no request and no byte moving.
-    #[arg(long, default_value_t = 5_000)]
+    #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..))]
     idle_timeout_ms: u64,
     /// Most connections open at once; beyond it a connection gets a 503 and is closed.
     #[arg(long, default_value_t = 1024)]

@@ -66,7 +66,9 @@ pub async fn serve(
     drain: Duration,
 ) {
     let limits = state.http;
-    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let permits = Arc::new(Semaphore::new(
+        limits.max_connections.clamp(1, Semaphore::MAX_PERMITS),
+    ));
     let lingering = Arc::new(Semaphore::new(REFUSALS_LINGERING));
     let graceful = GracefulShutdown::new();
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -190,6 +192,8 @@ struct GuardedIo {
     state: Arc<AppState>,
     /// A replacement response still to be written, and how much of it is.
     pending: Option<(Vec<u8>, usize)>,
+    /// Bytes of a request have been read and nothing written since: a request is unanswered.
+    unanswered: bool,
 }
 
 impl GuardedIo {
@@ -206,6 +210,7 @@ impl GuardedIo {
             in_flight,
             state,
             pending: None,
+            unanswered: false,
         }
     }
 
@@ -243,6 +248,7 @@ impl AsyncRead for GuardedIo {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
                     this.touch();
+                    this.unanswered = true;
                 }
                 Poll::Ready(Ok(()))
             }
@@ -298,6 +304,7 @@ impl AsyncWrite for GuardedIo {
         let this = &mut *self;
         ready!(this.poll_pending(cx))?;
         this.touch();
+        this.unanswered = false;
         if let Some(status) = automatic_error(buf) {
             this.pending = Some((json_for(status), 0));
             ready!(this.poll_pending(cx))?;
@@ -316,6 +323,21 @@ impl AsyncWrite for GuardedIo {
         let this = &mut *self;
         ready!(this.poll_pending(cx))?;
         Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+/// A connection closed with a request half read (its headers or body did not arrive in time)
+/// gets a JSON 408 on the way out, if the socket takes it without waiting.
+impl Drop for GuardedIo {
+    fn drop(&mut self) {
+        if self.unanswered && self.pending.is_none() {
+            let timeout = ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "timeout",
+                "the request did not arrive in time",
+            );
+            let _ = self.inner.try_write(&timeout.raw_response());
+        }
     }
 }
 
