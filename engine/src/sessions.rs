@@ -686,4 +686,138 @@ mod tests {
         ));
         assert_eq!(s.begin(&p, "a", "t", t0).unwrap().origin, Origin::Carried);
     }
+
+    #[test]
+    fn a_stored_name_the_policy_no_longer_declares_sets_every_latch_for_the_turn() {
+        let p = Policy::compile("two.gate", TWO).unwrap();
+        let renamed = Policy::compile("two.gate", &TWO.replace("l1", "first")).unwrap();
+        let s = store(10);
+        let t0 = Instant::now();
+        s.begin(&p, "s", "t", t0).unwrap();
+        s.record(&p, "s", "t", &l1(), t0);
+        assert_eq!(s.peek(&renamed, "s", "t", t0).latched, Latched::Flag(true));
+        assert_eq!(
+            s.begin(&renamed, "s", "t", t0).unwrap().latched,
+            Latched::Flag(true)
+        );
+        // Back under the old names, still every latch: the turn's state is now "all".
+        assert_eq!(
+            s.begin(&p, "s", "t", t0).unwrap().latched,
+            Latched::Flag(true)
+        );
+    }
+
+    #[test]
+    fn a_session_that_pushed_out_too_many_latched_turns_is_refused_a_new_one() {
+        let p = Policy::compile("two.gate", TWO).unwrap();
+        let s = store(10);
+        let t0 = Instant::now();
+        for i in 0..MAX_LATCHED_TURNS + RECENT_TURNS {
+            let turn = format!("t{i}");
+            s.begin(&p, "s", &turn, t0).unwrap();
+            s.record(&p, "s", &turn, &l1(), t0);
+        }
+        assert_eq!(
+            s.begin(&p, "s", "next", t0),
+            Err(SessionError::TooManyTurns)
+        );
+        let c = s.begin(&p, "s", "t0", t0).unwrap();
+        assert_eq!(
+            (c.origin, c.latched),
+            (Origin::Expired, Latched::Flag(true))
+        );
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::HashMap;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            /// A batch of (policy, session, turn); `sets` sets latch `l1`.
+            Batch(usize, usize, usize, bool),
+            Advance(u64),
+            Sweep,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                6 => (0..2usize, 0..4usize, 0..8usize, any::<bool>())
+                    .prop_map(|(p, s, t, l)| Op::Batch(p, s, t, l)),
+                1 => (0..15u64).prop_map(Op::Advance),
+                1 => Just(Op::Sweep),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(500))]
+
+            /// Whatever the order of batches, sweeps, clock steps and a store too small for
+            /// them: a turn that latched is never carried unlatched while the store could
+            /// still know it (a refusal is allowed; it is not an allow).
+            #[test]
+            fn a_latched_turn_is_never_carried_unlatched(ops in proptest::collection::vec(op(), 1..120)) {
+                let policies = [
+                    Policy::compile("two.gate", TWO).unwrap(),
+                    Policy::compile("other.gate", &TWO.replace("module two", "module other")).unwrap(),
+                ];
+                let s = SessionStore::new(SessionLimits {
+                    ttl: Duration::from_secs(10),
+                    keep_expired: Duration::from_secs(40),
+                    max_sessions: 3,
+                    max_bytes: 2048,
+                });
+                let t0 = Instant::now();
+                let mut now = t0;
+                // (policy, session) -> last batch time; (policy, session, turn) latched.
+                let mut seen: HashMap<(usize, usize), Instant> = HashMap::new();
+                let mut latched: HashMap<(usize, usize, usize), bool> = HashMap::new();
+                let mut ever = std::collections::HashSet::new();
+                for op in ops {
+                    match op {
+                        Op::Advance(secs) => now += Duration::from_secs(secs),
+                        Op::Sweep => { s.expire(now); }
+                        Op::Batch(pi, si, ti, sets) => {
+                            let p = &policies[pi];
+                            let (session, turn) = (format!("s{si}"), format!("t{ti}"));
+                            let Ok(carried) = s.begin(p, &session, &turn, now) else { continue };
+                            let knowable = seen.get(&(pi, si)).is_some_and(|last| {
+                                now.saturating_duration_since(*last) <= Duration::from_secs(50)
+                            });
+                            if !knowable {
+                                // Past the horizon the store may have forgotten the session.
+                                latched.retain(|k, _| (k.0, k.1) != (pi, si));
+                            }
+                            let set = match &carried.latched {
+                                Latched::Flag(b) => *b,
+                                Latched::ByName(m) => m.get("l1").copied().unwrap_or(false),
+                            };
+                            if latched.get(&(pi, si, ti)).copied().unwrap_or(false) {
+                                prop_assert!(set, "turn {ti} of s{si} under policy {pi} carried {carried:?}");
+                            } else if !ever.contains(&(pi, si, ti)) {
+                                // And it does not over-deny: a turn that never latched is clear.
+                                prop_assert!(!set, "turn {ti} of s{si} never latched: {carried:?}");
+                            }
+                            seen.insert((pi, si), now);
+                            let state = if sets { l1() } else { LatchState::Flag(false) };
+                            let after = match (&carried.latched, sets) {
+                                (Latched::Flag(true), _) | (_, true) => l1(),
+                                (Latched::ByName(m), false) if m.get("l1") == Some(&true) => l1(),
+                                _ => state,
+                            };
+                            s.record(p, &session, &turn, &after, now);
+                            if after.any() {
+                                latched.insert((pi, si, ti), true);
+                                ever.insert((pi, si, ti));
+                            }
+                        }
+                    }
+                }
+                // The byte count is the sum of what is held.
+                s.expire(now + Duration::from_secs(1000));
+                prop_assert_eq!((s.len(), s.bytes()), (0, 0));
+            }
+        }
+    }
 }
