@@ -136,6 +136,48 @@ fn a_request_from_another_origin_is_refused() {
         );
         assert_eq!(st, 200, "{origin}: {body}");
     }
+    // A listed origin's page can make its CORS preflight and read the answer; others cannot.
+    let preflight = |origin: &str| {
+        let raw = format!("OPTIONS /v1/decide HTTP/1.1\r\nHost: {a}\r\nConnection: close\r\nOrigin: {origin}\r\nAccess-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: content-type\r\n\r\n");
+        http_raw(a, raw.as_bytes())
+    };
+    let (st, head, _) = preflight("https://console.example.com");
+    assert_eq!(st, 204, "{head}");
+    let head = head.to_ascii_lowercase();
+    assert!(
+        head.contains("access-control-allow-origin: https://console.example.com"),
+        "{head}"
+    );
+    assert!(
+        head.contains("access-control-allow-headers: content-type"),
+        "{head}"
+    );
+    let (st, head, body) = preflight("https://evil.example");
+    assert_json_error(st, &body, 403, "origin");
+    assert!(
+        !head.to_ascii_lowercase().contains("access-control-allow"),
+        "{head}"
+    );
+    refused += 1;
+    let raw = format!("POST /v1/decide HTTP/1.1\r\nHost: {a}\r\nConnection: close\r\nOrigin: https://console.example.com\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", decide_body().len());
+    let mut raw = raw.into_bytes();
+    raw.extend(decide_body());
+    let (st, head, _) = http_raw(a, &raw);
+    assert_eq!(st, 200);
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("access-control-allow-origin: https://console.example.com"),
+        "{head}"
+    );
+    let (_, head, _) = http_raw(
+        a,
+        format!("GET /health HTTP/1.1\r\nHost: {a}\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
+    assert!(
+        !head.to_ascii_lowercase().contains("access-control-allow"),
+        "no CORS without an Origin: {head}"
+    );
+
     let (_, metrics) = http(a, "GET", "/metrics", &[], b"");
     assert_eq!(
         metric(&metrics, "toolgate_http_refused_total{reason=\"origin\"}"),

@@ -6,7 +6,7 @@ use super::metrics::Refusal;
 use super::state::AppState;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -49,10 +49,37 @@ fn normalise(origin: &str) -> String {
 
 /// The middleware.
 pub async fn guard(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    match admit(&state, req).await {
+    // Past the origin check, an `Origin` here is one the server allows: answer its CORS
+    // preflight, and let its page read the answers.
+    let origin = req.headers().get(header::ORIGIN).cloned();
+    let preflight = req.method() == Method::OPTIONS;
+    let mut resp = match admit(&state, req).await {
+        Ok(_) if preflight && origin.is_some() => preflight_response(),
         Ok(req) => json_errors(next.run(req).await),
-        Err(e) => e.into_response(),
+        Err(e) => return e.into_response(),
+    };
+    if let Some(origin) = origin {
+        let h = resp.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        h.append(header::VARY, HeaderValue::from_static("origin"));
     }
+    resp
+}
+
+/// The answer to an allowed origin's preflight: JSON bodies, the admin token, GET and POST.
+fn preflight_response() -> Response {
+    (
+        StatusCode::NO_CONTENT,
+        [
+            (header::ACCESS_CONTROL_ALLOW_METHODS, "GET, POST"),
+            (
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                "content-type, authorization",
+            ),
+            (header::ACCESS_CONTROL_MAX_AGE, "600"),
+        ],
+    )
+        .into_response()
 }
 
 /// Refuses a request from a foreign origin or with a non-JSON body, and reads the body

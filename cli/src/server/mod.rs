@@ -1,8 +1,11 @@
-//! `toolgate serve`: the sidecar decision server (tokio + axum).
+//! `toolgate serve`: the sidecar decision server (tokio + hyper + axum).
 //!
 //! Policies live behind `arc-swap`; a decision loads the current set once and is judged by
 //! exactly one revision. Reloads (directory change, SIGHUP, `POST /v1/reload`) compile
-//! everything first and swap only when every file compiles.
+//! everything first and swap only when every file compiles (and, with `--deny-warnings`, has
+//! no warning). `conn` is the accept loop (connection cap, header and idle timeouts, JSON for
+//! hyper's own errors); `guard` runs before every handler (`Origin`, `Content-Type`, the body
+//! read within its timeout) and gives every error response a JSON body.
 
 mod api_error;
 mod conn;
