@@ -26,6 +26,7 @@ use std::collections::hash_map::RandomState;
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Turns per session whose exact latch state is kept.
@@ -38,6 +39,11 @@ pub const MAX_LATCHED_TURNS: usize = 4096;
 const ENTRY_OVERHEAD: usize = 96;
 /// Bytes counted per held turn beyond its id and latch names.
 const TURN_OVERHEAD: usize = 48;
+/// Stores at least this large scan for evictable sessions at most once per [`SCAN_EVERY`], so
+/// a flood of new sessions against a store of latched ones cannot buy a full scan per request.
+const SCAN_FREELY_BELOW: usize = 1024;
+/// See [`SCAN_FREELY_BELOW`].
+const SCAN_EVERY: Duration = Duration::from_millis(10);
 
 /// The bounds of a [`SessionStore`].
 #[derive(Debug, Clone, Copy)]
@@ -227,6 +233,7 @@ pub struct SessionStore {
     entries: AtomicUsize,
     latched_entries: AtomicUsize,
     bytes: AtomicUsize,
+    last_scan: Mutex<Option<Instant>>,
 }
 
 /// The map key: module names are identifiers, so a NUL cannot occur in one.
@@ -247,6 +254,7 @@ impl SessionStore {
             entries: AtomicUsize::new(0),
             latched_entries: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
+            last_scan: Mutex::new(None),
         }
     }
 
@@ -270,7 +278,7 @@ impl SessionStore {
         let key = key(policy, session);
         let hash = self.hash(turn);
         if self.near_full() {
-            self.make_room();
+            self.make_room(now);
         }
         if let Some(mut e) = self.map.get_mut(&key) {
             let before = (e.bytes(&key), e.holds_latch());
@@ -562,13 +570,23 @@ impl SessionStore {
 
     /// Evicts the least recently seen sessions that hold no latch (1/16 of those held, at
     /// least one). Skipped when every session holds a latch, so a flood against a store full
-    /// of latched state costs no scan; idle sessions are the sweeper's (`expire`).
-    fn make_room(&self) {
+    /// of latched state costs no scan, and in a large store when another scan ran within
+    /// [`SCAN_EVERY`]; idle sessions are the sweeper's (`expire`).
+    fn make_room(&self, now: Instant) {
         let unlatched = self
             .len()
             .saturating_sub(self.latched_entries.load(Relaxed));
         if unlatched == 0 {
             return;
+        }
+        if self.len() >= SCAN_FREELY_BELOW {
+            let Ok(mut last) = self.last_scan.try_lock() else {
+                return;
+            };
+            if last.is_some_and(|t| now.saturating_duration_since(t) < SCAN_EVERY) {
+                return;
+            }
+            *last = Some(now);
         }
         let mut ages: Vec<(Instant, Box<str>)> = self
             .map
@@ -726,6 +744,43 @@ mod tests {
             (c.origin, c.latched),
             (Origin::Expired, Latched::Flag(true))
         );
+    }
+
+    #[test]
+    fn a_large_store_full_of_latched_sessions_scans_for_room_at_most_once_per_interval() {
+        let p = Policy::compile("two.gate", TWO).unwrap();
+        let s = store(2048);
+        let t0 = Instant::now();
+        for i in 0..2040 {
+            let id = format!("l{i}");
+            s.begin(&p, &id, "t", t0).unwrap();
+            s.record(&p, &id, "t", &l1(), t0);
+        }
+        for i in 0..6 {
+            s.begin(&p, &format!("u{i}"), "t", t0).unwrap();
+        }
+        // One scan at t0 (it evicted `u0`); the rest of t0 scanned nothing.
+        assert_eq!(s.len(), 2040 + 5);
+        s.begin(&p, "v", "t", t0 + SCAN_EVERY).unwrap();
+        assert_eq!(
+            s.len(),
+            2040 + 1,
+            "the next interval's scan evicts every unlatched one"
+        );
+        // With room scanned away and only latched sessions left, a new one past the cap is
+        // refused.
+        for i in 0..7 {
+            let id = format!("m{i}");
+            s.begin(&p, &id, "t", t0 + SCAN_EVERY).unwrap();
+            s.record(&p, &id, "t", &l1(), t0 + SCAN_EVERY);
+        }
+        s.record(&p, "v", "t", &l1(), t0 + SCAN_EVERY);
+        assert_eq!(s.len(), 2048);
+        let later = t0 + SCAN_EVERY * 3;
+        assert!(matches!(
+            s.begin(&p, "w", "t", later),
+            Err(SessionError::Full { .. })
+        ));
     }
 
     mod properties {
