@@ -358,18 +358,20 @@ fn connections_over_the_cap_get_a_json_503() {
         assert_json_error(st, &body, 503, "too_many_connections");
     }
     drop(held);
-    std::thread::sleep(Duration::from_millis(200));
-    let (st, body) = http(&s.addr, "POST", "/v1/decide", &[], &decide_body());
-    assert_eq!(st, 200, "{body}");
+    // The slots free up once the server sees the closes.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut answer = http(&s.addr, "POST", "/v1/decide", &[], &decide_body());
+    while answer.0 == 503 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        answer = http(&s.addr, "POST", "/v1/decide", &[], &decide_body());
+    }
+    assert_eq!(answer.0, 200, "{}", answer.1);
     let (_, metrics) = http(&s.addr, "GET", "/metrics", &[], b"");
-    assert_eq!(
-        metric(
-            &metrics,
-            "toolgate_http_refused_total{reason=\"connections\"}"
-        ),
-        Some(5.0),
-        "{metrics}"
+    let refused = metric(
+        &metrics,
+        "toolgate_http_refused_total{reason=\"connections\"}",
     );
+    assert!(refused.is_some_and(|n| n >= 5.0), "{metrics}");
     assert!(
         metric(&metrics, "toolgate_connections_open").is_some(),
         "{metrics}"
