@@ -333,6 +333,10 @@ fn shutdown_flushes_the_decision_log() {
         let tool = if i % 2 == 0 { "send" } else { "unknown_tool" };
         let mut req = batch(tool);
         req["calls"][0]["args"] = json!({"secret": "do-not-log"});
+        if i % 2 == 1 {
+            req["session"] = json!("s");
+            req["turn"] = json!("t");
+        }
         assert_eq!(post_json(&addr, "/v1/decide", &req).0, 200);
     }
     let status = Command::new("kill")
@@ -352,6 +356,9 @@ fn shutdown_flushes_the_decision_log() {
     assert!(entries
         .iter()
         .all(|e| e["decisions"][0]["kind"] == "unclassified"));
+    // Where each batch's latch state came from.
+    assert_eq!(entries[0]["session_state"], "new");
+    assert!(entries[1..].iter().all(|e| e["session_state"] == "carried"));
     assert!(
         !text.contains("do-not-log"),
         "arguments are not logged by default"

@@ -268,6 +268,12 @@ fn a_turn_whose_session_expired_stays_latched() {
         &decide(a, &coach_call("s", "t1", "update_memory")),
         "carried",
     );
+    let (_, metrics) = http(a, "GET", "/metrics", &[], b"");
+    assert_eq!(
+        metric(&metrics, "toolgate_sessions_expired_total"),
+        Some(1.0),
+        "{metrics}"
+    );
     // A new turn of that session starts afresh; so does an expired session that held no latch.
     let v = decide(a, &coach_call("s", "t2", "update_memory"));
     assert_eq!(v["decisions"][0]["allow"], true, "{v}");

@@ -65,6 +65,8 @@ pub struct Metrics {
     pub client_errors: AtomicU64,
     /// Batches refused because the session store was full.
     pub sessions_refused: AtomicU64,
+    /// Batches of turns whose exact state was gone, judged with every latch set.
+    pub sessions_expired: AtomicU64,
     /// Connections accepted and served.
     pub connections_total: AtomicU64,
     /// Connections open now.
@@ -180,6 +182,11 @@ impl Metrics {
                 "toolgate_sessions_refused_total",
                 "Batches refused (503) because the session store was full of latched state.",
                 self.sessions_refused.load(Relaxed),
+            ),
+            (
+                "toolgate_sessions_expired_total",
+                "Batches of latched turns whose exact state had expired or been pushed out, judged with every latch set.",
+                self.sessions_expired.load(Relaxed),
             ),
             (
                 "toolgate_connections_total",

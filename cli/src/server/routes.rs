@@ -377,7 +377,13 @@ impl AppState {
         let id = self.next_decision_id();
         self.metrics
             .observe(&response, started.elapsed().as_micros() as u64);
-        self.log.record(&id, &request, &response, &self.metrics);
+        if origin == Some(Origin::Expired) {
+            self.metrics
+                .sessions_expired
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.log
+            .record(&id, &request, &response, origin, &self.metrics);
         Ok((response, origin, id))
     }
 }
