@@ -6,7 +6,7 @@
 mod server_support;
 use server_support::*;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -433,6 +433,61 @@ fn malformed_http_gets_a_json_error() {
         )
         .unwrap()
             >= 7.0,
+        "{metrics}"
+    );
+}
+
+#[test]
+fn a_client_that_stops_reading_loses_its_connection() {
+    let s = start(
+        "http-noread",
+        &[("gate.gate", POLICY_A)],
+        &["--idle-timeout-ms", "500", "--max-connections", "4"],
+    );
+    // Offers whose answers (each ~900 KB, the tools echoed) fill every buffer between the
+    // server and a client that never reads.
+    let big = "d".repeat(450_000);
+    let tool = |name: &str| json!({"name": name, "description": big, "input_schema": {}});
+    let body =
+        json!({"facts": {"stage": "main"}, "tools": [tool("look"), tool("send")]}).to_string();
+    let request = format!(
+        "POST /v1/offer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let conn = TcpStream::connect(&s.addr).unwrap();
+    let mut writer = conn.try_clone().unwrap();
+    writer
+        .set_write_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let started = Instant::now();
+    let outcome = std::thread::spawn(move || {
+        for _ in 0..200 {
+            if let Err(e) = writer.write_all(request.as_bytes()) {
+                return (e.kind(), started.elapsed());
+            }
+        }
+        (std::io::ErrorKind::Other, started.elapsed())
+    })
+    .join()
+    .unwrap();
+    let (kind, t) = outcome;
+    assert!(
+        matches!(
+            kind,
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+        ),
+        "the server kept the connection: {kind:?} after {t:?}"
+    );
+    assert!(t < Duration::from_secs(15), "{t:?}");
+    drop(conn);
+    let (_, metrics) = http(&s.addr, "GET", "/metrics", &[], b"");
+    assert!(
+        metric(
+            &metrics,
+            "toolgate_http_refused_total{reason=\"idle_timeout\"}"
+        )
+        .unwrap()
+            >= 1.0,
         "{metrics}"
     );
 }

@@ -219,6 +219,19 @@ impl GuardedIo {
         self.deadline.as_mut().reset(next);
     }
 
+    /// A write the client is not reading: an error once nothing has moved for the idle
+    /// timeout, so a client that stops reading cannot hold a connection slot forever.
+    fn stalled<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            self.state.metrics.refused(Refusal::IdleTimeout);
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client stopped reading",
+            )));
+        }
+        Poll::Pending
+    }
+
     /// Writes what is left of a replacement response.
     fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while let Some((bytes, done)) = &mut self.pending {
@@ -226,11 +239,15 @@ impl GuardedIo {
                 self.pending = None;
                 break;
             }
-            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &bytes[*done..]))?;
+            let n = match Pin::new(&mut self.inner).poll_write(cx, &bytes[*done..]) {
+                Poll::Pending => return self.stalled(cx),
+                Poll::Ready(r) => r?,
+            };
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
             *done += n;
+            self.touch();
         }
         Poll::Ready(Ok(()))
     }
@@ -303,14 +320,23 @@ impl AsyncWrite for GuardedIo {
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         ready!(this.poll_pending(cx))?;
-        this.touch();
-        this.unanswered = false;
         if let Some(status) = automatic_error(buf) {
+            this.unanswered = false;
             this.pending = Some((json_for(status), 0));
             ready!(this.poll_pending(cx))?;
             return Poll::Ready(Ok(buf.len()));
         }
-        Pin::new(&mut this.inner).poll_write(cx, buf)
+        match Pin::new(&mut this.inner).poll_write(cx, buf) {
+            Poll::Ready(Ok(n)) => {
+                if n > 0 {
+                    this.touch();
+                    this.unanswered = false;
+                }
+                Poll::Ready(Ok(n))
+            }
+            Poll::Pending => this.stalled(cx),
+            other => other,
+        }
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
