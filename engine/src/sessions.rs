@@ -35,10 +35,14 @@ pub const RECENT_TURNS: usize = 4;
 /// of that session is refused rather than a latched one forgotten.
 pub const MAX_LATCHED_TURNS: usize = 4096;
 
-/// Bytes counted per session beyond its ids and turns (map slot, bookkeeping).
-const ENTRY_OVERHEAD: usize = 96;
-/// Bytes counted per held turn beyond its id and latch names.
-const TURN_OVERHEAD: usize = 48;
+/// Bytes counted per heap allocation beyond its payload (allocator header and rounding).
+const ALLOC_OVERHEAD: usize = 16;
+/// A session's fixed cost: its map slot, counted twice for the table's load factor, control
+/// bytes and shard slack; the key's allocation; and its recent-turns array, allocated once.
+const ENTRY_OVERHEAD: usize = 2 * std::mem::size_of::<(Box<str>, Entry)>()
+    + ALLOC_OVERHEAD
+    + RECENT_TURNS * std::mem::size_of::<Turn>()
+    + ALLOC_OVERHEAD;
 /// Stores at least this large scan for evictable sessions at most once per [`SCAN_EVERY`], so
 /// a flood of new sessions against a store of latched ones cannot buy a full scan per request.
 const SCAN_FREELY_BELOW: usize = 1024;
@@ -112,9 +116,15 @@ impl TurnLatches {
         !matches!(self, TurnLatches::Names(v) if v.is_empty())
     }
 
+    /// Heap bytes: the name array and each name.
     fn bytes(&self) -> usize {
         match self {
-            TurnLatches::Names(v) => v.iter().map(|n| n.len() + 16).sum(),
+            TurnLatches::Names(v) if v.capacity() == 0 => 0,
+            TurnLatches::Names(v) => {
+                v.capacity() * std::mem::size_of::<Box<str>>()
+                    + ALLOC_OVERHEAD
+                    + v.iter().map(|n| n.len() + ALLOC_OVERHEAD).sum::<usize>()
+            }
             TurnLatches::All => 0,
         }
     }
@@ -184,6 +194,20 @@ struct Turn {
     latches: TurnLatches,
 }
 
+impl Turn {
+    /// Heap bytes beyond its slot in the recent-turns array.
+    fn bytes(&self) -> usize {
+        self.id.len() + ALLOC_OVERHEAD + self.latches.bytes()
+    }
+}
+
+/// A session's recent turns, allocated once at their bound.
+fn recent_turns(first: Turn) -> Vec<Turn> {
+    let mut v = Vec::with_capacity(RECENT_TURNS);
+    v.push(first);
+    v
+}
+
 /// What the store holds per (policy, session).
 #[derive(Debug)]
 struct Entry {
@@ -199,15 +223,14 @@ impl Entry {
         !self.latched_old.is_empty() || self.recent.iter().any(|t| t.latches.is_set())
     }
 
+    /// The bytes counted against the store's bound: the fixed cost, the key, each held turn's
+    /// id and latch names, and the hashes of pushed-out latched turns.
     fn bytes(&self, key: &str) -> usize {
-        ENTRY_OVERHEAD
-            + key.len()
-            + self
-                .recent
-                .iter()
-                .map(|t| TURN_OVERHEAD + t.id.len() + t.latches.bytes())
-                .sum::<usize>()
-            + self.latched_old.len() * 8
+        let old = match self.latched_old.capacity() {
+            0 => 0,
+            n => n * 8 + ALLOC_OVERHEAD,
+        };
+        ENTRY_OVERHEAD + key.len() + self.recent.iter().map(Turn::bytes).sum::<usize>() + old
     }
 
     /// Idle past the TTL: keep only the hashes of latched turns.
@@ -291,10 +314,10 @@ impl SessionStore {
             return result;
         }
         let entry = Entry {
-            recent: vec![Turn {
+            recent: recent_turns(Turn {
                 id: turn.into(),
                 latches: TurnLatches::none(),
-            }],
+            }),
             latched_old: Vec::new(),
             last_seen: now,
         };
@@ -388,10 +411,10 @@ impl SessionStore {
             MapEntry::Vacant(v) => {
                 // Evicted meanwhile (it held no latch then): it does now.
                 let entry = Entry {
-                    recent: vec![Turn {
+                    recent: recent_turns(Turn {
                         id: turn.into(),
                         latches,
-                    }],
+                    }),
                     latched_old: Vec::new(),
                     last_seen: now,
                 };
@@ -478,9 +501,9 @@ impl SessionStore {
             if pushes_out_latched && e.latched_old.len() >= MAX_LATCHED_TURNS {
                 return Err(SessionError::TooManyTurns);
             }
-            let growth = TURN_OVERHEAD + turn.len() + if pushes_out_latched { 8 } else { 0 };
+            let growth = turn.len() + ALLOC_OVERHEAD + if pushes_out_latched { 8 } else { 0 };
             let shrink = if e.recent.len() >= RECENT_TURNS {
-                TURN_OVERHEAD + e.recent[0].id.len() + e.recent[0].latches.bytes()
+                e.recent[0].bytes()
             } else {
                 0
             };
