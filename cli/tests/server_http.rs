@@ -277,6 +277,15 @@ fn headers_that_stop_arriving_get_a_json_408() {
         let (st, _, body) = parse_response(&raw);
         assert_json_error(st, &body, 408, "timeout");
     }
+    let (_, metrics) = http(&s.addr, "GET", "/metrics", &[], b"");
+    assert_eq!(
+        metric(
+            &metrics,
+            "toolgate_http_refused_total{reason=\"header_timeout\"}"
+        ),
+        Some(3.0),
+        "{metrics}"
+    );
 }
 
 #[test]

@@ -117,13 +117,8 @@ pub async fn serve(
         let conn = graceful.watch(builder.serve_connection(TokioIo::new(io), service));
         let state = state.clone();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                if e.is_timeout() {
-                    state.metrics.refused(Refusal::HeaderTimeout);
-                } else if e.is_parse() || e.is_parse_too_large() {
-                    state.metrics.refused(Refusal::Malformed);
-                }
-            }
+            // Refusals are counted by the socket wrapper, before the client can see them.
+            let _ = conn.await;
             state.metrics.connections_open.fetch_sub(1, Relaxed);
             drop(permit);
         });
@@ -194,6 +189,10 @@ struct GuardedIo {
     pending: Option<(Vec<u8>, usize)>,
     /// Bytes of a request have been read and nothing written since: a request is unanswered.
     unanswered: bool,
+    /// The idle timeout closed the read side.
+    idled: bool,
+    /// The client closed its side.
+    eof: bool,
 }
 
 impl GuardedIo {
@@ -211,6 +210,8 @@ impl GuardedIo {
             state,
             pending: None,
             unanswered: false,
+            idled: false,
+            eof: false,
         }
     }
 
@@ -266,6 +267,8 @@ impl AsyncRead for GuardedIo {
                 if buf.filled().len() > before {
                     this.touch();
                     this.unanswered = true;
+                } else {
+                    this.eof = true;
                 }
                 Poll::Ready(Ok(()))
             }
@@ -273,6 +276,7 @@ impl AsyncRead for GuardedIo {
             Poll::Pending => {
                 if this.in_flight.load(Relaxed) == 0 && this.deadline.as_mut().poll(cx).is_ready() {
                     this.state.metrics.refused(Refusal::IdleTimeout);
+                    this.idled = true;
                     // End of stream: hyper closes an idle connection quietly.
                     return Poll::Ready(Ok(()));
                 }
@@ -321,6 +325,7 @@ impl AsyncWrite for GuardedIo {
         let this = &mut *self;
         ready!(this.poll_pending(cx))?;
         if let Some(status) = automatic_error(buf) {
+            this.state.metrics.refused(Refusal::Malformed);
             this.unanswered = false;
             this.pending = Some((json_for(status), 0));
             ready!(this.poll_pending(cx))?;
@@ -357,6 +362,11 @@ impl AsyncWrite for GuardedIo {
 impl Drop for GuardedIo {
     fn drop(&mut self) {
         if self.unanswered && self.pending.is_none() {
+            // Half a request, not cut by the idle timeout nor by the client, and no handler
+            // running: hyper's header deadline passed.
+            if !self.idled && !self.eof && self.in_flight.load(Relaxed) == 0 {
+                self.state.metrics.refused(Refusal::HeaderTimeout);
+            }
             let timeout = ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
                 "timeout",
