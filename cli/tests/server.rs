@@ -2,139 +2,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const POLICY_A: &str = "module gate\nwrite send\nread look\nstage main { tools [look, send] }\n";
-const POLICY_B: &str = "module gate\nwrite send\nread look\nstage main { tools [look] }\n";
-const BROKEN: &str = "module gate\nwrite send\nstage main { tools [look\n";
-
-struct Server {
-    child: Child,
-    addr: String,
-    dir: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("toolgate-srv-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn start(tag: &str, files: &[(&str, &str)], extra: &[&str]) -> Server {
-    let dir = temp_dir(tag);
-    for (name, text) in files {
-        std::fs::write(dir.join(name), text).unwrap();
-    }
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .arg("serve")
-        .arg(&dir)
-        .args(["--addr", "127.0.0.1:0", "--log", "off"])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("server exited before listening")
-            .unwrap();
-        if let Some(rest) = line.strip_prefix("toolgate: listening on http://") {
-            break rest.trim().to_string();
-        }
-    };
-    // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Server { child, addr, dir }
-}
-
-/// A minimal HTTP/1.1 client: one request per connection.
-fn http(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\nContent-Type: application/json\r\n", body.len());
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes()).unwrap();
-    let _ = s.write_all(body);
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let status: u16 = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(body)
-    } else {
-        body.to_string()
-    };
-    (status, body)
-}
-
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        body = &rest[n + 2..];
-    }
-    out
-}
-
-fn post_json(addr: &str, path: &str, v: &Value) -> (u16, Value) {
-    let (status, body) = http(addr, "POST", path, &[], v.to_string().as_bytes());
-    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
-}
-
-fn get_json(addr: &str, path: &str) -> (u16, Value) {
-    let (status, body) = http(addr, "GET", path, &[], b"");
-    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
-}
-
-fn batch(tool: &str) -> Value {
-    json!({"facts": {"stage": "main"}, "calls": [{"id": "c1", "tool": tool, "args": {}}]})
-}
-
-fn coach_source() -> String {
-    std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../stdlib-rules/examples/coach.gate"),
-    )
-    .unwrap()
-}
+mod server_support;
+use server_support::*;
 
 #[test]
 fn every_endpoint_and_error_status() {
@@ -201,7 +76,13 @@ fn every_endpoint_and_error_status() {
     assert_eq!(v["error"]["location"], "calls");
 
     // Check: compiles a body, loads nothing.
-    let (st, body) = http(a, "POST", "/v1/check", &[], b"module x\nread a\nread a\n");
+    let (st, body) = http(
+        a,
+        "POST",
+        "/v1/check",
+        &[],
+        &check_body("module x\nread a\nread a\n"),
+    );
     assert_eq!(st, 200);
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["ok"], false);
@@ -217,7 +98,7 @@ fn every_endpoint_and_error_status() {
         .as_str()
         .unwrap()
         .contains("classified twice"));
-    let (_, body) = http(a, "POST", "/v1/check", &[], coach_source().as_bytes());
+    let (_, body) = http(a, "POST", "/v1/check", &[], &check_body(&coach_source()));
     assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["ok"], true);
 
     let (st, v) = get_json(a, "/v1/policies");
@@ -358,7 +239,10 @@ fn admin_endpoints_require_the_token_when_set() {
         .0,
         200
     );
-    assert_eq!(http(&s.addr, "POST", "/v1/check", &[], b"module x").0, 401);
+    assert_eq!(
+        http(&s.addr, "POST", "/v1/check", &[], &check_body("module x")).0,
+        401
+    );
     // Decisions never need the token.
     assert_eq!(post_json(&s.addr, "/v1/decide", &batch("send")).0, 200);
 }
@@ -369,7 +253,7 @@ fn hot_swap_under_load_drops_nothing_and_mixes_no_revisions() {
     let addr = s.addr.clone();
     let rev = |src: &str| {
         // The revision the server reports is the policy's content hash; learn it via /v1/check.
-        let (_, body) = http(&addr, "POST", "/v1/check", &[], src.as_bytes());
+        let (_, body) = http(&addr, "POST", "/v1/check", &[], &check_body(src));
         serde_json::from_str::<Value>(&body).unwrap()["revision"]
             .as_str()
             .unwrap()
@@ -449,6 +333,10 @@ fn shutdown_flushes_the_decision_log() {
         let tool = if i % 2 == 0 { "send" } else { "unknown_tool" };
         let mut req = batch(tool);
         req["calls"][0]["args"] = json!({"secret": "do-not-log"});
+        if i % 2 == 1 {
+            req["session"] = json!("s");
+            req["turn"] = json!("t");
+        }
         assert_eq!(post_json(&addr, "/v1/decide", &req).0, 200);
     }
     let status = Command::new("kill")
@@ -468,6 +356,9 @@ fn shutdown_flushes_the_decision_log() {
     assert!(entries
         .iter()
         .all(|e| e["decisions"][0]["kind"] == "unclassified"));
+    // Where each batch's latch state came from.
+    assert_eq!(entries[0]["session_state"], "new");
+    assert!(entries[1..].iter().all(|e| e["session_state"] == "carried"));
     assert!(
         !text.contains("do-not-log"),
         "arguments are not logged by default"
@@ -559,4 +450,147 @@ fn offer_filters_by_stage_carries_the_session_latch_and_reports_errors_like_deci
     assert_eq!(v["error"]["location"], "tools");
     let (st, body) = http(a, "POST", "/v1/offer", &[], b"{\"tools\": [");
     assert_eq!(st, 400, "{body}");
+}
+
+/// Compiles with one warning: a latch with no `set_by` (line 5, col 7).
+const WARNS: &str =
+    "module gate\nwrite send\nread look\nstage main { tools [look, send] }\nlatch quiet { blocks write }\n";
+
+#[test]
+fn policies_lists_each_warning_with_its_location() {
+    let s = start("warnings", &[("gate.gate", WARNS)], &[]);
+    let (st, v) = get_json(&s.addr, "/v1/policies");
+    assert_eq!(st, 200);
+    let warnings = v["policies"][0]["warnings"].as_array().expect("a list");
+    assert_eq!(warnings.len(), 1, "{v}");
+    let w = &warnings[0];
+    assert!(
+        w["message"].as_str().unwrap().contains("no `set_by`"),
+        "{w}"
+    );
+    assert!(w["file"].as_str().unwrap().ends_with("gate.gate"), "{w}");
+    assert_eq!(
+        (w["line"].clone(), w["col"].clone()),
+        (json!(5), json!(7)),
+        "{w}"
+    );
+    assert!(
+        w["location"].as_str().unwrap().ends_with("gate.gate:5:7"),
+        "{w}"
+    );
+    assert!(w["rendered"].as_str().unwrap().contains("warning"), "{w}");
+    let (_, v) = get_json(&s.addr, "/v1/policies");
+    assert_eq!(
+        v["policies"][0]["warnings"].as_array().map(Vec::len),
+        Some(1)
+    );
+}
+
+#[test]
+fn deny_warnings_refuses_a_load_or_reload_with_any_warning() {
+    // At startup: nothing is served.
+    let s = start(
+        "denywarn",
+        &[("gate.gate", WARNS)],
+        &["--deny-warnings", "--poll-ms", "0"],
+    );
+    assert_eq!(get_json(&s.addr, "/health").0, 503);
+    let (_, v) = get_json(&s.addr, "/v1/policies");
+    assert_eq!(v["last_reload"]["ok"], false);
+    assert!(
+        v["last_reload"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("gate.gate:5:7"),
+        "{v}"
+    );
+
+    // A clean set loads; then a reload where one of two files warns swaps nothing.
+    std::fs::write(s.dir.join("gate.gate"), POLICY_A).unwrap();
+    assert_eq!(http(&s.addr, "POST", "/v1/reload", &[], b"").0, 200);
+    let rev = post_json(&s.addr, "/v1/decide", &batch("send")).1["revision"].clone();
+    std::fs::write(s.dir.join("gate.gate"), WARNS).unwrap();
+    std::fs::write(
+        s.dir.join("other.gate"),
+        "module other\nread look\nstage main { tools [look] }\n",
+    )
+    .unwrap();
+    let (st, body) = http(&s.addr, "POST", "/v1/reload", &[], b"");
+    assert_eq!(st, 422, "{body}");
+    assert!(body.contains("no `set_by`"), "{body}");
+    let (_, v) = post_json(&s.addr, "/v1/decide", &batch("send"));
+    assert_eq!(v["revision"], rev, "the old set keeps serving");
+    let (_, p) = get_json(&s.addr, "/v1/policies");
+    assert_eq!(p["policies"].as_array().unwrap().len(), 1, "{p}");
+
+    // Without the flag, the same directory loads.
+    drop(s);
+    let s = start("denywarn-off", &[("gate.gate", WARNS)], &[]);
+    assert_eq!(get_json(&s.addr, "/health").0, 200);
+}
+
+#[test]
+fn ambiguous_requests_are_400_naming_the_path() {
+    const LATCHED: &str = "module gate\nwrite send\ningest fetch\nread look\nstage main { tools [look, send, fetch] }\nlatch untrusted { set_by ingest blocks write }\n";
+    let srv = start("ambiguous", &[("gate.gate", LATCHED)], &[]);
+    let cases: [(&str, &[u8], &str, &str); 6] = [
+        (
+            "/v1/decide",
+            br#"{"facts": {"stage": "main"}, "calls": [{"id": "1", "tool": "look", "tool": "send"}]}"#,
+            "duplicate_key",
+            "calls[0].tool",
+        ),
+        (
+            "/v1/decide",
+            br#"{"facts": {"stage": "main"}, "calls": [{"id": "1", "tool": "send", "args": {"a": 1, "a": 2}}]}"#,
+            "duplicate_key",
+            "calls[0].args.a",
+        ),
+        (
+            "/v1/data/gate/decide",
+            br#"{"input": {"calls": []}, "input": {"calls": []}}"#,
+            "duplicate_key",
+            "input",
+        ),
+        (
+            "/v1/offer",
+            br#"{"facts": {"stage": "main", "stage": "x"}, "tools": []}"#,
+            "duplicate_key",
+            "facts.stage",
+        ),
+        (
+            "/v1/decide",
+            br#"{"facts": {"stage": "main"}, "calls": [{"id": "1", "tool": "look"}, {"id": "1", "tool": "send"}]}"#,
+            "schema",
+            "calls[1].id",
+        ),
+        (
+            "/v1/decide",
+            br#"{"facts": {"stage": "main", "latched": {"Untrusted": true}}, "calls": [{"id": "1", "tool": "send"}]}"#,
+            "schema",
+            "facts.latched.Untrusted",
+        ),
+    ];
+    for (path, body, code, location) in cases {
+        let (status, text) = http(&srv.addr, "POST", path, &[], body);
+        assert_eq!(
+            status,
+            400,
+            "{path} {}: {text}",
+            String::from_utf8_lossy(body)
+        );
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["error"]["code"], code, "{text}");
+        assert_eq!(v["error"]["location"], location, "{text}");
+    }
+    // The same latch name through /v1/offer, with its suggestion.
+    let (status, text) = http(
+        &srv.addr,
+        "POST",
+        "/v1/offer",
+        &[],
+        br#"{"facts": {"stage": "main", "latched": {"untrustd": true}}, "tools": []}"#,
+    );
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("did you mean `untrusted`"), "{text}");
 }

@@ -1,119 +1,637 @@
 //! Turn-scoped latch state kept for executors that would rather not carry it themselves.
 //!
-//! The store never reads a clock: callers pass `now`. Entries are keyed by session; a new
-//! turn id for a session forgets the old turn's latches. Idle entries expire after a TTL,
-//! and a cap on live entries evicts the least recently used first.
+//! The store never reads a clock: callers pass `now`. Its one rule is that no sequence of
+//! calls makes a batch of a latched turn be judged unlatched; everything below follows from
+//! it (the reasons are in `docs/server.md`):
+//!
+//! - State is keyed by (policy module, session id), so two policies never share it.
+//! - Each session holds the exact state of its [`RECENT_TURNS`] most recent turns. A latched
+//!   turn pushed out by newer ones leaves a hash of its id; a batch of it later is judged with
+//!   every latch set ([`Origin::Expired`]). A turn that never latched anything may be
+//!   forgotten: judging it afresh gives exactly what it had.
+//! - A session idle past the TTL keeps only the hashes of its latched turns, for
+//!   `keep_expired` more; a session that never latched is dropped.
+//! - When the store is full (sessions or bytes), sessions holding no latch are evicted; if
+//!   none can be, a new session is refused ([`SessionError::Full`]). Latched state is never
+//!   evicted.
+//! - State is stored by latch name. Carried into a policy that no longer declares a stored
+//!   name (a reload renamed or removed it), every latch is set for the rest of the turn.
 
+use crate::policy::Policy;
 use crate::request::Latched;
 use crate::response::LatchState;
+use dashmap::mapref::entry::Entry as MapEntry;
 use dashmap::DashMap;
+use std::collections::hash_map::RandomState;
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// What the store holds per session.
-#[derive(Debug, Clone)]
+/// Turns per session whose exact latch state is kept.
+pub const RECENT_TURNS: usize = 4;
+/// Most latched turns one session may have pushed out of its recent turns; past it a new turn
+/// of that session is refused rather than a latched one forgotten.
+pub const MAX_LATCHED_TURNS: usize = 4096;
+
+/// Bytes counted per heap allocation beyond its payload (allocator header and rounding).
+const ALLOC_OVERHEAD: usize = 16;
+/// A session's fixed cost: its map slot, counted twice for the table's load factor, control
+/// bytes and shard slack; the key's allocation; and its recent-turns array, allocated once.
+const ENTRY_OVERHEAD: usize = 2 * std::mem::size_of::<(Box<str>, Entry)>()
+    + ALLOC_OVERHEAD
+    + RECENT_TURNS * std::mem::size_of::<Turn>()
+    + ALLOC_OVERHEAD;
+/// Stores at least this large scan for evictable sessions at most once per [`SCAN_EVERY`], so
+/// a flood of new sessions against a store of latched ones cannot buy a full scan per request.
+const SCAN_FREELY_BELOW: usize = 1024;
+/// See [`SCAN_FREELY_BELOW`].
+const SCAN_EVERY: Duration = Duration::from_millis(10);
+
+/// The bounds of a [`SessionStore`].
+#[derive(Debug, Clone, Copy)]
+pub struct SessionLimits {
+    /// Idle time after which a session's exact state is dropped.
+    pub ttl: Duration,
+    /// How long after that the hashes of its latched turns are kept.
+    pub keep_expired: Duration,
+    /// Most sessions held.
+    pub max_sessions: usize,
+    /// Most bytes held (ids, turns, latch names, bookkeeping).
+    pub max_bytes: usize,
+}
+
+/// Where a batch's carried latch state came from (the response's `"session"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    /// The server held nothing for this turn: it starts unlatched.
+    New,
+    /// The turn's own stored state.
+    Carried,
+    /// The server no longer held this turn's exact state (idle past the TTL, or pushed out by
+    /// newer turns) but knew it had latched: every latch is set.
+    Expired,
+}
+
+/// The latch state to OR into a batch's facts, and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Carried {
+    /// Where it came from.
+    pub origin: Origin,
+    /// The state, in the judging policy's latch names.
+    pub latched: Latched,
+}
+
+/// Why a batch's session could not be started or continued.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    /// The store holds its most sessions or bytes, all of them latched.
+    #[error("the session store is full ({held}); no new session or turn can start until held state expires")]
+    Full {
+        /// Which bound was hit, in words.
+        held: String,
+    },
+    /// One session has pushed out too many latched turns.
+    #[error("this session has {MAX_LATCHED_TURNS} earlier latched turns, the most one session may hold; start a new session")]
+    TooManyTurns,
+}
+
+/// The latches a turn has set, by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TurnLatches {
+    /// These latches (sorted, no duplicates); empty when none.
+    Names(Vec<Box<str>>),
+    /// Every latch of the policy, whatever it declares now.
+    All,
+}
+
+impl TurnLatches {
+    fn none() -> Self {
+        TurnLatches::Names(Vec::new())
+    }
+
+    fn is_set(&self) -> bool {
+        !matches!(self, TurnLatches::Names(v) if v.is_empty())
+    }
+
+    /// Heap bytes: the name array and each name.
+    fn bytes(&self) -> usize {
+        match self {
+            TurnLatches::Names(v) if v.capacity() == 0 => 0,
+            TurnLatches::Names(v) => {
+                v.capacity() * std::mem::size_of::<Box<str>>()
+                    + ALLOC_OVERHEAD
+                    + v.iter().map(|n| n.len() + ALLOC_OVERHEAD).sum::<usize>()
+            }
+            TurnLatches::All => 0,
+        }
+    }
+
+    /// The state a response reports, in names.
+    fn from_state(policy: &Policy, state: &LatchState) -> Self {
+        match state {
+            LatchState::Flag(false) => TurnLatches::none(),
+            LatchState::Flag(true) => {
+                let names: Vec<Box<str>> = policy.latches().map(Box::from).collect();
+                if names.is_empty() {
+                    TurnLatches::All
+                } else {
+                    TurnLatches::Names(sorted(names))
+                }
+            }
+            LatchState::ByName(m) => TurnLatches::Names(
+                m.iter()
+                    .filter(|(_, set)| **set)
+                    .map(|(name, _)| Box::from(&**name))
+                    .collect(),
+            ),
+        }
+    }
+
+    fn union(&mut self, other: TurnLatches) {
+        match (&mut *self, other) {
+            (TurnLatches::All, _) => {}
+            (_, TurnLatches::All) => *self = TurnLatches::All,
+            (TurnLatches::Names(a), TurnLatches::Names(b)) => {
+                a.extend(b);
+                let merged = sorted(std::mem::take(a));
+                *a = merged;
+            }
+        }
+    }
+
+    /// The state in `policy`'s names; `None` when a stored name is not declared there.
+    fn in_policy(&self, policy: &Policy) -> Option<Latched> {
+        match self {
+            TurnLatches::All => Some(Latched::Flag(true)),
+            TurnLatches::Names(v) if v.is_empty() => Some(Latched::Flag(false)),
+            TurnLatches::Names(v) => {
+                let mut map = BTreeMap::new();
+                for name in v {
+                    if !policy.latches().any(|l| l == &**name) {
+                        return None;
+                    }
+                    map.insert(name.to_string(), true);
+                }
+                Some(Latched::ByName(map))
+            }
+        }
+    }
+}
+
+fn sorted(mut v: Vec<Box<str>>) -> Vec<Box<str>> {
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// One held turn.
+#[derive(Debug)]
+struct Turn {
+    id: Box<str>,
+    latches: TurnLatches,
+}
+
+impl Turn {
+    /// Heap bytes beyond its slot in the recent-turns array.
+    fn bytes(&self) -> usize {
+        self.id.len() + ALLOC_OVERHEAD + self.latches.bytes()
+    }
+}
+
+/// A session's recent turns, allocated once at their bound.
+fn recent_turns(first: Turn) -> Vec<Turn> {
+    let mut v = Vec::with_capacity(RECENT_TURNS);
+    v.push(first);
+    v
+}
+
+/// What the store holds per (policy, session).
+#[derive(Debug)]
 struct Entry {
-    turn: Box<str>,
-    latched: Latched,
+    /// The most recent turns, oldest first.
+    recent: Vec<Turn>,
+    /// Hashes of latched turns whose exact state is no longer held.
+    latched_old: Vec<u64>,
     last_seen: Instant,
 }
 
-/// A concurrent map from session id to the latch state of its current turn.
+impl Entry {
+    fn holds_latch(&self) -> bool {
+        !self.latched_old.is_empty() || self.recent.iter().any(|t| t.latches.is_set())
+    }
+
+    /// The bytes counted against the store's bound: the fixed cost, the key, each held turn's
+    /// id and latch names, and the hashes of pushed-out latched turns.
+    fn bytes(&self, key: &str) -> usize {
+        let old = match self.latched_old.capacity() {
+            0 => 0,
+            n => n * 8 + ALLOC_OVERHEAD,
+        };
+        ENTRY_OVERHEAD + key.len() + self.recent.iter().map(Turn::bytes).sum::<usize>() + old
+    }
+
+    /// Idle past the TTL: keep only the hashes of latched turns.
+    fn collapse(&mut self, hash: impl Fn(&str) -> u64) {
+        for t in self.recent.drain(..) {
+            if t.latches.is_set() {
+                self.latched_old.push(hash(&t.id));
+            }
+        }
+    }
+
+    fn position(&self, turn: &str) -> Option<usize> {
+        self.recent.iter().position(|t| &*t.id == turn)
+    }
+}
+
+/// A concurrent map from (policy, session) to the latch state of its turns.
 #[derive(Debug)]
 pub struct SessionStore {
     map: DashMap<Box<str>, Entry>,
-    ttl: Duration,
-    cap: usize,
+    limits: SessionLimits,
+    hasher: RandomState,
+    entries: AtomicUsize,
+    latched_entries: AtomicUsize,
+    bytes: AtomicUsize,
+    last_scan: Mutex<Option<Instant>>,
+}
+
+/// The map key: module names are identifiers, so a NUL cannot occur in one.
+fn key(policy: &Policy, session: &str) -> Box<str> {
+    format!("{}\0{session}", policy.module()).into()
 }
 
 impl SessionStore {
-    /// A store whose entries expire after `ttl` idle and which holds at most `cap` sessions.
-    pub fn new(ttl: Duration, cap: usize) -> Self {
+    /// An empty store with these bounds.
+    pub fn new(limits: SessionLimits) -> Self {
         SessionStore {
             map: DashMap::new(),
-            ttl,
-            cap: cap.max(1),
-        }
-    }
-
-    /// The latch state stored for this session's `turn`, if any. A different turn id means a
-    /// new user message: the old turn's state is dropped.
-    pub fn carried(&self, session: &str, turn: &str, now: Instant) -> Option<Latched> {
-        let mut entry = self.map.get_mut(session)?;
-        if &*entry.turn != turn {
-            drop(entry);
-            self.map.remove_if(session, |_, e| &*e.turn != turn);
-            return None;
-        }
-        entry.last_seen = now;
-        Some(entry.latched.clone())
-    }
-
-    /// Stores the latch state after a batch of `turn`, ORed with what was stored for it.
-    pub fn record(&self, session: &str, turn: &str, state: &LatchState, now: Instant) {
-        let new = Latched::from(state);
-        if let Some(mut e) = self.map.get_mut(session) {
-            if &*e.turn == turn {
-                e.latched = e.latched.or(&new);
-            } else {
-                e.turn = turn.into();
-                e.latched = new;
-            }
-            e.last_seen = now;
-            return;
-        }
-        if self.map.len() >= self.cap {
-            self.evict_oldest(now);
-        }
-        self.map.insert(
-            session.into(),
-            Entry {
-                turn: turn.into(),
-                latched: new,
-                last_seen: now,
+            limits: SessionLimits {
+                max_sessions: limits.max_sessions.max(1),
+                ..limits
             },
-        );
+            hasher: RandomState::new(),
+            entries: AtomicUsize::new(0),
+            latched_entries: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
+            last_scan: Mutex::new(None),
+        }
     }
 
-    /// Drops entries idle for longer than the TTL; returns how many.
-    pub fn expire(&self, now: Instant) -> usize {
-        let before = self.map.len();
-        self.map
-            .retain(|_, e| now.saturating_duration_since(e.last_seen) <= self.ttl);
-        before.saturating_sub(self.map.len())
+    fn hash(&self, turn: &str) -> u64 {
+        self.hasher.hash_one(turn)
     }
 
-    /// The number of live sessions.
-    pub fn len(&self) -> usize {
-        self.map.len()
+    fn idle(&self, e: &Entry, now: Instant) -> bool {
+        now.saturating_duration_since(e.last_seen) > self.limits.ttl
     }
 
-    /// True when no session is stored.
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+    /// Starts or continues `turn` of `session` under `policy`: the state to OR into the
+    /// batch's facts. Refuses a new session (or a new turn) rather than drop latched state.
+    pub fn begin(
+        &self,
+        policy: &Policy,
+        session: &str,
+        turn: &str,
+        now: Instant,
+    ) -> Result<Carried, SessionError> {
+        let key = key(policy, session);
+        let hash = self.hash(turn);
+        if self.near_full() {
+            self.make_room(now);
+        }
+        if let Some(mut e) = self.map.get_mut(&key) {
+            let before = (e.bytes(&key), e.holds_latch());
+            if self.idle(&e, now) {
+                e.collapse(|t| self.hash(t));
+            }
+            let result = self.continue_turn(&mut e, policy, turn, hash);
+            e.last_seen = now;
+            self.account(before, (e.bytes(&key), e.holds_latch()));
+            return result;
+        }
+        let entry = Entry {
+            recent: recent_turns(Turn {
+                id: turn.into(),
+                latches: TurnLatches::none(),
+            }),
+            latched_old: Vec::new(),
+            last_seen: now,
+        };
+        let size = entry.bytes(&key);
+        self.reserve(size)?;
+        match self.map.entry(key) {
+            MapEntry::Vacant(v) => {
+                v.insert(entry);
+                Ok(Carried {
+                    origin: Origin::New,
+                    latched: Latched::Flag(false),
+                })
+            }
+            MapEntry::Occupied(mut o) => {
+                // Another batch started this session meanwhile.
+                self.entries.fetch_sub(1, Relaxed);
+                self.bytes.fetch_sub(size, Relaxed);
+                let k = o.key().clone();
+                let e = o.get_mut();
+                let before = (e.bytes(&k), e.holds_latch());
+                let result = self.continue_turn(e, policy, turn, hash);
+                e.last_seen = now;
+                self.account(before, (e.bytes(&k), e.holds_latch()));
+                result
+            }
+        }
     }
 
-    /// Evicts the least recently seen entries: expired ones first, then the oldest 1/64 of
-    /// the cap (at least one), so eviction cost is amortised over many inserts.
-    fn evict_oldest(&self, now: Instant) {
-        if self.expire(now) > 0 && self.map.len() < self.cap {
+    /// The state `turn` would carry, without starting anything (for `/v1/offer`).
+    pub fn peek(&self, policy: &Policy, session: &str, turn: &str, now: Instant) -> Carried {
+        let new = Carried {
+            origin: Origin::New,
+            latched: Latched::Flag(false),
+        };
+        let expired = Carried {
+            origin: Origin::Expired,
+            latched: Latched::Flag(true),
+        };
+        let Some(e) = self.map.get(&key(policy, session)) else {
+            return new;
+        };
+        if e.latched_old.contains(&self.hash(turn)) {
+            return expired;
+        }
+        match e.position(turn).map(|i| &e.recent[i].latches) {
+            None => new,
+            Some(l) if self.idle(&e, now) => {
+                if l.is_set() {
+                    expired
+                } else {
+                    new
+                }
+            }
+            Some(l) => Carried {
+                origin: Origin::Carried,
+                latched: l.in_policy(policy).unwrap_or(Latched::Flag(true)),
+            },
+        }
+    }
+
+    /// Stores the latch state after a batch of `turn`, ORed with what is held for it. Latched
+    /// state is always stored, even past the bounds.
+    pub fn record(
+        &self,
+        policy: &Policy,
+        session: &str,
+        turn: &str,
+        state: &LatchState,
+        now: Instant,
+    ) {
+        let latches = TurnLatches::from_state(policy, state);
+        if !latches.is_set() {
             return;
+        }
+        let key = key(policy, session);
+        let hash = self.hash(turn);
+        match self.map.entry(key) {
+            MapEntry::Occupied(mut o) => {
+                let k = o.key().clone();
+                let e = o.get_mut();
+                let before = (e.bytes(&k), e.holds_latch());
+                match e.position(turn) {
+                    Some(i) => e.recent[i].latches.union(latches),
+                    // Pushed out or expired meanwhile: remembered as latched.
+                    None if !e.latched_old.contains(&hash) => e.latched_old.push(hash),
+                    None => {}
+                }
+                e.last_seen = now;
+                self.account(before, (e.bytes(&k), e.holds_latch()));
+            }
+            MapEntry::Vacant(v) => {
+                // Evicted meanwhile (it held no latch then): it does now.
+                let entry = Entry {
+                    recent: recent_turns(Turn {
+                        id: turn.into(),
+                        latches,
+                    }),
+                    latched_old: Vec::new(),
+                    last_seen: now,
+                };
+                self.entries.fetch_add(1, Relaxed);
+                self.account((0, false), (entry.bytes(v.key()), true));
+                v.insert(entry);
+            }
+        }
+    }
+
+    /// Collapses sessions idle past the TTL and drops those with nothing left to keep, or
+    /// idle past the TTL and `keep_expired`; returns how many were dropped.
+    pub fn expire(&self, now: Instant) -> usize {
+        let mut dropped = 0;
+        let forget_after = self.limits.ttl.saturating_add(self.limits.keep_expired);
+        self.map.retain(|k, e| {
+            let idle = now.saturating_duration_since(e.last_seen);
+            if idle <= self.limits.ttl {
+                return true;
+            }
+            let before = (e.bytes(k), e.holds_latch());
+            e.collapse(|t| self.hash(t));
+            let keep = e.holds_latch() && idle <= forget_after;
+            if keep {
+                self.account(before, (e.bytes(k), e.holds_latch()));
+            } else {
+                self.account(before, (0, false));
+                self.entries.fetch_sub(1, Relaxed);
+                dropped += 1;
+            }
+            keep
+        });
+        dropped
+    }
+
+    /// The number of sessions held.
+    pub fn len(&self) -> usize {
+        self.entries.load(Relaxed)
+    }
+
+    /// True when no session is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes held, as counted against the byte bound.
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Relaxed)
+    }
+
+    /// The state of an existing session's `turn`, adding the turn when it is new.
+    fn continue_turn(
+        &self,
+        e: &mut Entry,
+        policy: &Policy,
+        turn: &str,
+        hash: u64,
+    ) -> Result<Carried, SessionError> {
+        if let Some(i) = e.position(turn) {
+            let t = &mut e.recent[i];
+            let latched = match t.latches.in_policy(policy) {
+                Some(l) => l,
+                None => {
+                    // A stored latch the policy no longer declares: every latch, for the
+                    // rest of the turn.
+                    t.latches = TurnLatches::All;
+                    Latched::Flag(true)
+                }
+            };
+            return Ok(Carried {
+                origin: Origin::Carried,
+                latched,
+            });
+        }
+        let (origin, latches) = match e.latched_old.iter().position(|h| *h == hash) {
+            Some(i) => {
+                e.latched_old.swap_remove(i);
+                (Origin::Expired, TurnLatches::All)
+            }
+            None => (Origin::New, TurnLatches::none()),
+        };
+        let pushes_out_latched = e.recent.len() >= RECENT_TURNS && e.recent[0].latches.is_set();
+        if origin == Origin::New {
+            if pushes_out_latched && e.latched_old.len() >= MAX_LATCHED_TURNS {
+                return Err(SessionError::TooManyTurns);
+            }
+            let growth = turn.len() + ALLOC_OVERHEAD + if pushes_out_latched { 8 } else { 0 };
+            let shrink = if e.recent.len() >= RECENT_TURNS {
+                e.recent[0].bytes()
+            } else {
+                0
+            };
+            if growth > shrink
+                && self.bytes.load(Relaxed) + (growth - shrink) > self.limits.max_bytes
+            {
+                return Err(self.full());
+            }
+        }
+        if e.recent.len() >= RECENT_TURNS {
+            let out = e.recent.remove(0);
+            if out.latches.is_set() {
+                e.latched_old.push(self.hash(&out.id));
+            }
+        }
+        let latched = match &latches {
+            TurnLatches::All => Latched::Flag(true),
+            TurnLatches::Names(_) => Latched::Flag(false),
+        };
+        e.recent.push(Turn {
+            id: turn.into(),
+            latches,
+        });
+        Ok(Carried { origin, latched })
+    }
+
+    fn full(&self) -> SessionError {
+        SessionError::Full {
+            held: format!(
+                "{} sessions of at most {}, {} bytes of at most {}",
+                self.len(),
+                self.limits.max_sessions,
+                self.bytes(),
+                self.limits.max_bytes
+            ),
+        }
+    }
+
+    /// Counts one new session of `size` bytes, or refuses it.
+    fn reserve(&self, size: usize) -> Result<(), SessionError> {
+        let cap = self.limits.max_sessions;
+        if self
+            .entries
+            .fetch_update(Relaxed, Relaxed, |n| (n < cap).then_some(n + 1))
+            .is_err()
+        {
+            return Err(self.full());
+        }
+        let max = self.limits.max_bytes;
+        if self
+            .bytes
+            .fetch_update(Relaxed, Relaxed, |b| {
+                (b.saturating_add(size) <= max).then_some(b + size)
+            })
+            .is_err()
+        {
+            self.entries.fetch_sub(1, Relaxed);
+            return Err(self.full());
+        }
+        Ok(())
+    }
+
+    /// Moves the byte and latched-session counts from `before` to `after`.
+    fn account(&self, before: (usize, bool), after: (usize, bool)) {
+        if after.0 >= before.0 {
+            self.bytes.fetch_add(after.0 - before.0, Relaxed);
+        } else {
+            self.bytes.fetch_sub(before.0 - after.0, Relaxed);
+        }
+        match (before.1, after.1) {
+            (false, true) => {
+                self.latched_entries.fetch_add(1, Relaxed);
+            }
+            (true, false) => {
+                self.latched_entries.fetch_sub(1, Relaxed);
+            }
+            _ => {}
+        }
+    }
+
+    /// Within 1/16 of a bound.
+    fn near_full(&self) -> bool {
+        let l = &self.limits;
+        self.len() + (l.max_sessions / 16).max(1) > l.max_sessions
+            || self.bytes() + l.max_bytes / 16 > l.max_bytes
+    }
+
+    /// Evicts the least recently seen sessions that hold no latch (1/16 of those held, at
+    /// least one). Skipped when every session holds a latch, so a flood against a store full
+    /// of latched state costs no scan, and in a large store when another scan ran within
+    /// [`SCAN_EVERY`]; idle sessions are the sweeper's (`expire`).
+    fn make_room(&self, now: Instant) {
+        let unlatched = self
+            .len()
+            .saturating_sub(self.latched_entries.load(Relaxed));
+        if unlatched == 0 {
+            return;
+        }
+        if self.len() >= SCAN_FREELY_BELOW {
+            let Ok(mut last) = self.last_scan.try_lock() else {
+                return;
+            };
+            if last.is_some_and(|t| now.saturating_duration_since(t) < SCAN_EVERY) {
+                return;
+            }
+            *last = Some(now);
         }
         let mut ages: Vec<(Instant, Box<str>)> = self
             .map
             .iter()
+            .filter(|e| !e.value().holds_latch())
             .map(|e| (e.value().last_seen, e.key().clone()))
             .collect();
-        let n = (self.cap / 64).max(1).min(ages.len());
+        let n = (self.len() / 16).max(1).min(ages.len());
         if n == 0 {
             return;
         }
         ages.select_nth_unstable_by_key(n - 1, |(t, _)| *t);
         for (_, key) in ages.into_iter().take(n) {
-            self.map.remove(&key);
+            if let Some((k, e)) = self.map.remove_if(&key, |_, e| !e.holds_latch()) {
+                self.account((e.bytes(&k), false), (0, false));
+                self.entries.fetch_sub(1, Relaxed);
+            }
         }
     }
 }
 
+/// The state a response reports, as the `latched` fact of the next batch of the same turn.
 impl From<&LatchState> for Latched {
     fn from(state: &LatchState) -> Self {
         match state {
@@ -127,44 +645,257 @@ impl From<&LatchState> for Latched {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
-    #[test]
-    fn same_turn_carries_new_turn_forgets() {
-        let s = SessionStore::new(Duration::from_secs(60), 10);
-        let t0 = Instant::now();
-        s.record("s1", "t1", &LatchState::Flag(true), t0);
-        assert_eq!(s.carried("s1", "t1", t0), Some(Latched::Flag(true)));
-        // A later batch of the same turn that reports false cannot clear it.
-        s.record("s1", "t1", &LatchState::Flag(false), t0);
-        assert_eq!(s.carried("s1", "t1", t0), Some(Latched::Flag(true)));
-        assert_eq!(s.carried("s1", "t2", t0), None);
-        assert!(s.is_empty());
+    const TWO: &str = "module two\nwrite x, y\ningest a, b\nstage main { tools [a, b, x, y] }\nlatch l1 { set_by [a] blocks [x] }\nlatch l2 { set_by [b] blocks [y] }\n";
+
+    fn store(max_sessions: usize) -> SessionStore {
+        SessionStore::new(SessionLimits {
+            ttl: Duration::from_secs(10),
+            keep_expired: Duration::from_secs(100),
+            max_sessions,
+            max_bytes: 1 << 20,
+        })
+    }
+
+    fn l1() -> LatchState {
+        LatchState::ByName([("l1".into(), true), ("l2".into(), false)].into())
     }
 
     #[test]
-    fn ttl_and_cap_bound_memory() {
-        let s = SessionStore::new(Duration::from_secs(10), 3);
+    fn a_turn_keeps_its_state_and_a_new_turn_starts_clear() {
+        let p = Policy::compile("two.gate", TWO).unwrap();
+        let s = store(10);
         let t0 = Instant::now();
-        for i in 0..3 {
-            s.record(
-                &format!("s{i}"),
-                "t",
-                &LatchState::Flag(false),
-                t0 + Duration::from_secs(i),
-            );
+        assert_eq!(s.begin(&p, "s", "t1", t0).unwrap().origin, Origin::New);
+        s.record(&p, "s", "t1", &l1(), t0);
+        // A later batch that reports nothing set cannot clear it.
+        s.record(&p, "s", "t1", &LatchState::Flag(false), t0);
+        let c = s.begin(&p, "s", "t1", t0).unwrap();
+        assert_eq!(c.origin, Origin::Carried);
+        assert_eq!(c.latched, Latched::ByName([("l1".into(), true)].into()));
+        assert_eq!(
+            s.begin(&p, "s", "t2", t0).unwrap().latched,
+            Latched::Flag(false)
+        );
+        assert_eq!(s.begin(&p, "s", "t1", t0).unwrap().origin, Origin::Carried);
+    }
+
+    #[test]
+    fn idle_sessions_keep_latched_turns_as_hashes_and_drop_the_rest() {
+        let p = Policy::compile("two.gate", TWO).unwrap();
+        let s = store(10);
+        let t0 = Instant::now();
+        s.begin(&p, "latched", "t", t0).unwrap();
+        s.record(&p, "latched", "t", &l1(), t0);
+        s.begin(&p, "clear", "t", t0).unwrap();
+        assert_eq!(s.expire(t0 + Duration::from_secs(11)), 1);
+        assert_eq!(s.len(), 1);
+        assert!(s.bytes() > 0);
+        let later = t0 + Duration::from_secs(12);
+        assert_eq!(s.peek(&p, "latched", "t", later).origin, Origin::Expired);
+        let c = s.begin(&p, "latched", "t", later).unwrap();
+        assert_eq!(
+            (c.origin, c.latched),
+            (Origin::Expired, Latched::Flag(true))
+        );
+        assert_eq!(
+            s.begin(&p, "clear", "t", later).unwrap().origin,
+            Origin::New
+        );
+        // Past TTL + keep_expired, everything goes, and the byte count returns to zero.
+        assert_eq!(s.expire(later + Duration::from_secs(200)), 2);
+        assert_eq!((s.len(), s.bytes()), (0, 0));
+    }
+
+    #[test]
+    fn a_full_store_evicts_only_unlatched_sessions() {
+        let p = Policy::compile("two.gate", TWO).unwrap();
+        let s = store(2);
+        let t0 = Instant::now();
+        s.begin(&p, "a", "t", t0).unwrap();
+        s.record(&p, "a", "t", &l1(), t0);
+        for i in 0..10 {
+            s.begin(&p, &format!("u{i}"), "t", t0).unwrap();
         }
-        s.record(
-            "s3",
-            "t",
-            &LatchState::Flag(false),
-            t0 + Duration::from_secs(5),
+        s.begin(&p, "b", "t", t0).unwrap();
+        s.record(&p, "b", "t", &l1(), t0);
+        assert!(matches!(
+            s.begin(&p, "c", "t", t0),
+            Err(SessionError::Full { .. })
+        ));
+        assert_eq!(s.begin(&p, "a", "t", t0).unwrap().origin, Origin::Carried);
+    }
+
+    #[test]
+    fn a_stored_name_the_policy_no_longer_declares_sets_every_latch_for_the_turn() {
+        let p = Policy::compile("two.gate", TWO).unwrap();
+        let renamed = Policy::compile("two.gate", &TWO.replace("l1", "first")).unwrap();
+        let s = store(10);
+        let t0 = Instant::now();
+        s.begin(&p, "s", "t", t0).unwrap();
+        s.record(&p, "s", "t", &l1(), t0);
+        assert_eq!(s.peek(&renamed, "s", "t", t0).latched, Latched::Flag(true));
+        assert_eq!(
+            s.begin(&renamed, "s", "t", t0).unwrap().latched,
+            Latched::Flag(true)
         );
-        assert_eq!(s.len(), 3);
-        assert!(
-            s.carried("s0", "t", t0 + Duration::from_secs(5)).is_none(),
-            "oldest evicted first"
+        // Back under the old names, still every latch: the turn's state is now "all".
+        assert_eq!(
+            s.begin(&p, "s", "t", t0).unwrap().latched,
+            Latched::Flag(true)
         );
-        assert_eq!(s.expire(t0 + Duration::from_secs(100)), 3);
+    }
+
+    #[test]
+    fn a_session_that_pushed_out_too_many_latched_turns_is_refused_a_new_one() {
+        let p = Policy::compile("two.gate", TWO).unwrap();
+        let s = store(10);
+        let t0 = Instant::now();
+        for i in 0..MAX_LATCHED_TURNS + RECENT_TURNS {
+            let turn = format!("t{i}");
+            s.begin(&p, "s", &turn, t0).unwrap();
+            s.record(&p, "s", &turn, &l1(), t0);
+        }
+        assert_eq!(
+            s.begin(&p, "s", "next", t0),
+            Err(SessionError::TooManyTurns)
+        );
+        let c = s.begin(&p, "s", "t0", t0).unwrap();
+        assert_eq!(
+            (c.origin, c.latched),
+            (Origin::Expired, Latched::Flag(true))
+        );
+    }
+
+    #[test]
+    fn a_large_store_full_of_latched_sessions_scans_for_room_at_most_once_per_interval() {
+        let p = Policy::compile("two.gate", TWO).unwrap();
+        let s = store(2048);
+        let t0 = Instant::now();
+        for i in 0..2040 {
+            let id = format!("l{i}");
+            s.begin(&p, &id, "t", t0).unwrap();
+            s.record(&p, &id, "t", &l1(), t0);
+        }
+        for i in 0..6 {
+            s.begin(&p, &format!("u{i}"), "t", t0).unwrap();
+        }
+        // One scan at t0 (it evicted `u0`); the rest of t0 scanned nothing.
+        assert_eq!(s.len(), 2040 + 5);
+        s.begin(&p, "v", "t", t0 + SCAN_EVERY).unwrap();
+        assert_eq!(
+            s.len(),
+            2040 + 1,
+            "the next interval's scan evicts every unlatched one"
+        );
+        // With room scanned away and only latched sessions left, a new one past the cap is
+        // refused.
+        for i in 0..7 {
+            let id = format!("m{i}");
+            s.begin(&p, &id, "t", t0 + SCAN_EVERY).unwrap();
+            s.record(&p, &id, "t", &l1(), t0 + SCAN_EVERY);
+        }
+        s.record(&p, "v", "t", &l1(), t0 + SCAN_EVERY);
+        assert_eq!(s.len(), 2048);
+        let later = t0 + SCAN_EVERY * 3;
+        assert!(matches!(
+            s.begin(&p, "w", "t", later),
+            Err(SessionError::Full { .. })
+        ));
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::HashMap;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            /// A batch of (policy, session, turn); `sets` sets latch `l1`.
+            Batch(usize, usize, usize, bool),
+            Advance(u64),
+            Sweep,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                6 => (0..2usize, 0..4usize, 0..8usize, any::<bool>())
+                    .prop_map(|(p, s, t, l)| Op::Batch(p, s, t, l)),
+                1 => (0..15u64).prop_map(Op::Advance),
+                1 => Just(Op::Sweep),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(500))]
+
+            /// Whatever the order of batches, sweeps, clock steps and a store too small for
+            /// them: a turn that latched is never carried unlatched while the store could
+            /// still know it (a refusal is allowed; it is not an allow).
+            #[test]
+            fn a_latched_turn_is_never_carried_unlatched(ops in proptest::collection::vec(op(), 1..120)) {
+                let policies = [
+                    Policy::compile("two.gate", TWO).unwrap(),
+                    Policy::compile("other.gate", &TWO.replace("module two", "module other")).unwrap(),
+                ];
+                let s = SessionStore::new(SessionLimits {
+                    ttl: Duration::from_secs(10),
+                    keep_expired: Duration::from_secs(40),
+                    max_sessions: 3,
+                    max_bytes: 2048,
+                });
+                let t0 = Instant::now();
+                let mut now = t0;
+                // (policy, session) -> last batch time; (policy, session, turn) latched.
+                let mut seen: HashMap<(usize, usize), Instant> = HashMap::new();
+                let mut latched: HashMap<(usize, usize, usize), bool> = HashMap::new();
+                let mut ever = std::collections::HashSet::new();
+                for op in ops {
+                    match op {
+                        Op::Advance(secs) => now += Duration::from_secs(secs),
+                        Op::Sweep => { s.expire(now); }
+                        Op::Batch(pi, si, ti, sets) => {
+                            let p = &policies[pi];
+                            let (session, turn) = (format!("s{si}"), format!("t{ti}"));
+                            let Ok(carried) = s.begin(p, &session, &turn, now) else { continue };
+                            let knowable = seen.get(&(pi, si)).is_some_and(|last| {
+                                now.saturating_duration_since(*last) <= Duration::from_secs(50)
+                            });
+                            if !knowable {
+                                // Past the horizon the store may have forgotten the session.
+                                latched.retain(|k, _| (k.0, k.1) != (pi, si));
+                            }
+                            let set = match &carried.latched {
+                                Latched::Flag(b) => *b,
+                                Latched::ByName(m) => m.get("l1").copied().unwrap_or(false),
+                            };
+                            if latched.get(&(pi, si, ti)).copied().unwrap_or(false) {
+                                prop_assert!(set, "turn {ti} of s{si} under policy {pi} carried {carried:?}");
+                            } else if !ever.contains(&(pi, si, ti)) {
+                                // And it does not over-deny: a turn that never latched is clear.
+                                prop_assert!(!set, "turn {ti} of s{si} never latched: {carried:?}");
+                            }
+                            seen.insert((pi, si), now);
+                            let state = if sets { l1() } else { LatchState::Flag(false) };
+                            let after = match (&carried.latched, sets) {
+                                (Latched::Flag(true), _) | (_, true) => l1(),
+                                (Latched::ByName(m), false) if m.get("l1") == Some(&true) => l1(),
+                                _ => state,
+                            };
+                            s.record(p, &session, &turn, &after, now);
+                            if after.any() {
+                                latched.insert((pi, si, ti), true);
+                                ever.insert((pi, si, ti));
+                            }
+                        }
+                    }
+                }
+                // The byte count is the sum of what is held.
+                s.expire(now + Duration::from_secs(1000));
+                prop_assert_eq!((s.len(), s.bytes()), (0, 0));
+            }
+        }
     }
 }

@@ -1,10 +1,11 @@
 //! `toolgate serve DIR`: run the decision server over a policy directory.
 
 use crate::server::decision_log::LogMode;
-use crate::server::{self, Config, Limits};
+use crate::server::{self, Config, HttpLimits, Limits};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
+use toolgate_engine::SessionLimits;
 
 /// Arguments of `toolgate serve`.
 #[derive(clap::Args)]
@@ -44,12 +45,43 @@ pub struct Args {
     /// Deepest JSON nesting accepted.
     #[arg(long, default_value_t = 64)]
     max_depth: usize,
-    /// Seconds of inactivity after which a session's latch state is dropped.
+    /// Longest `session` or `turn` id, in bytes (413 beyond).
+    #[arg(long, default_value_t = 256)]
+    max_id_bytes: usize,
+    /// Seconds of inactivity after which a session's exact latch state is dropped; its latched
+    /// turns are then judged with every latch set.
     #[arg(long, default_value_t = 3600)]
     session_ttl: u64,
-    /// Most sessions held; the least recently used are evicted first.
+    /// Seconds after the TTL that an expired session's latched turns are still recognised.
+    #[arg(long, default_value_t = 86_400)]
+    session_keep_expired: u64,
+    /// Most sessions held; when full, sessions holding no latch are evicted, and new sessions
+    /// are refused (503) rather than latched state dropped.
     #[arg(long, default_value_t = 100_000)]
     max_sessions: usize,
+    /// Most bytes the session store holds (ids, turns, latch names); refused as above.
+    #[arg(long, default_value_t = 64 << 20)]
+    max_session_bytes: usize,
+    /// Milliseconds a client may take from opening a connection (or finishing a request) to
+    /// the last byte of the next request's headers.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout_ms: u64,
+    /// Milliseconds a client may take to send a request body once its headers are in (408).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    body_timeout_ms: u64,
+    /// Milliseconds a keep-alive connection may sit with no request and no byte moving.
+    #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..))]
+    idle_timeout_ms: u64,
+    /// Most connections open at once; beyond it a connection gets a 503 and is closed.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+    /// An origin (`https://console.example.com`) whose browser pages may call the server;
+    /// repeat for several. Requests with any other `Origin` header are refused (403).
+    #[arg(long = "allow-origin")]
+    allow_origins: Vec<String>,
+    /// Refuse to load or reload policies that compile with any warning.
+    #[arg(long)]
+    deny_warnings: bool,
     /// Milliseconds between polls of the policy directory (0 disables watching).
     #[arg(long, default_value_t = 1000)]
     poll_ms: u64,
@@ -66,9 +98,22 @@ pub fn run(args: &Args) -> ExitCode {
             messages: args.max_messages,
             tools: args.max_tools,
             depth: args.max_depth,
+            id_bytes: args.max_id_bytes,
         },
-        session_ttl: Duration::from_secs(args.session_ttl),
-        max_sessions: args.max_sessions,
+        sessions: SessionLimits {
+            ttl: Duration::from_secs(args.session_ttl),
+            keep_expired: Duration::from_secs(args.session_keep_expired),
+            max_sessions: args.max_sessions,
+            max_bytes: args.max_session_bytes,
+        },
+        http: HttpLimits {
+            header_timeout: Duration::from_millis(args.header_timeout_ms),
+            body_timeout: Duration::from_millis(args.body_timeout_ms),
+            idle_timeout: Duration::from_millis(args.idle_timeout_ms),
+            max_connections: args.max_connections,
+        },
+        allow_origins: args.allow_origins.clone(),
+        deny_warnings: args.deny_warnings,
         log: args.log,
         log_args: args.log_args,
         log_file: args.log_file.clone(),

@@ -27,6 +27,16 @@ struct Inner<'a> {
 }
 
 impl ApiError {
+    /// Any status, with a stable code.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            location: None,
+        }
+    }
+
     /// 400: the body is not JSON or does not fit the schema.
     pub fn bad_request(
         code: &'static str,
@@ -89,6 +99,32 @@ impl ApiError {
             message: message.into(),
             location: None,
         }
+    }
+}
+
+impl ApiError {
+    /// The JSON body, for writers below the router (the accept loop).
+    pub fn body_json(&self) -> String {
+        serde_json::to_string(&Body {
+            error: Inner {
+                code: self.code,
+                message: &self.message,
+                location: self.location.as_deref(),
+            },
+        })
+        .unwrap_or_default()
+    }
+
+    /// A whole HTTP/1.1 response that closes the connection, for writers below the router.
+    pub fn raw_response(&self) -> Vec<u8> {
+        let body = self.body_json();
+        format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            self.status.as_u16(),
+            self.status.canonical_reason().unwrap_or(""),
+            body.len()
+        )
+        .into_bytes()
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
-use toolgate_engine::{Request, Response};
+use toolgate_engine::{Origin, Request, Response};
 
 use super::metrics::Metrics;
 
@@ -67,11 +67,13 @@ impl DecisionLog {
     }
 
     /// Queues an entry for a judged batch, or counts it dropped when the queue is full.
+    /// `session_state` is where the server's latch state came from, for session requests.
     pub fn record(
         &self,
         decision_id: &str,
         request: &Request,
         response: &Response,
+        session_state: Option<Origin>,
         metrics: &Metrics,
     ) {
         let guard = self.tx.load();
@@ -95,6 +97,7 @@ impl DecisionLog {
             "revision": response.revision,
             "session": request.session,
             "turn": request.turn,
+            "session_state": session_state,
             "latched": response.latched,
             "decisions": decisions,
         });

@@ -16,6 +16,8 @@ pub struct Limits {
     pub tools: usize,
     /// Deepest JSON nesting.
     pub depth: usize,
+    /// Longest `session` or `turn` id, in bytes.
+    pub id_bytes: usize,
 }
 
 impl Default for Limits {
@@ -26,6 +28,7 @@ impl Default for Limits {
             messages: 10_000,
             tools: 1024,
             depth: 64,
+            id_bytes: 256,
         }
     }
 }
@@ -92,6 +95,28 @@ impl Limits {
             ));
         }
         self.check_messages(&request.facts)
+    }
+
+    /// Refuses an empty `session` or `turn` id (400), or one over the length cap (413).
+    pub fn check_id(&self, field: &str, id: &str) -> Result<(), ApiError> {
+        if id.is_empty() {
+            return Err(ApiError::bad_request(
+                "schema",
+                format!("`{field}` is empty"),
+                Some(field.into()),
+            ));
+        }
+        if id.len() > self.id_bytes {
+            return Err(ApiError::too_large(
+                format!(
+                    "`{field}` is {} bytes; the limit is {}",
+                    id.len(),
+                    self.id_bytes
+                ),
+                Some(field.into()),
+            ));
+        }
+        Ok(())
     }
 
     fn check_messages(&self, facts: &toolgate_engine::Facts) -> Result<(), ApiError> {

@@ -54,8 +54,8 @@ fn is_policy_file(p: &Path) -> bool {
 }
 
 /// Compiles every policy in `dir` into a set. Any failure fails the whole load, with the
-/// rendered diagnostics of every failing file.
-pub fn load_dir(dir: &Path, generation: u64) -> Result<PolicySet, String> {
+/// rendered diagnostics of every failing file; with `deny_warnings`, so does any warning.
+pub fn load_dir(dir: &Path, generation: u64, deny_warnings: bool) -> Result<PolicySet, String> {
     let files = gate_files(dir);
     if files.is_empty() {
         return Err(format!("no `.gate` files in `{}`", dir.display()));
@@ -67,6 +67,14 @@ pub fn load_dir(dir: &Path, generation: u64) -> Result<PolicySet, String> {
         match std::fs::read_to_string(f) {
             Err(e) => errors.push(format!("{name}: cannot read: {e}")),
             Ok(text) => match crate::command::compile_file(&name, &text) {
+                Ok(p) if deny_warnings && !p.warnings().is_empty() => errors.push(format!(
+                    "{name}: refused by --deny-warnings:\n{}",
+                    p.warnings()
+                        .iter()
+                        .map(|w| w.render(p.source()))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                )),
                 Ok(p) => policies.push(p),
                 Err(e) => errors.push(e.render()),
             },

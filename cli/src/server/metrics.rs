@@ -18,6 +18,35 @@ const KINDS: [DenyKind; 7] = [
     DenyKind::Rule,
 ];
 
+/// Why the HTTP layer refused a request or closed a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// An `Origin` that is neither the server's own nor allowed (403).
+    Origin,
+    /// A POST body not declared `application/json` (415).
+    ContentType,
+    /// Request headers not complete within the header timeout (connection closed).
+    HeaderTimeout,
+    /// A request body not complete within the body timeout (408).
+    BodyTimeout,
+    /// A keep-alive connection idle past the idle timeout (closed).
+    IdleTimeout,
+    /// A connection over the connection cap (503).
+    Connections,
+    /// Bytes that are not an HTTP/1.1 request (400, 414, 431).
+    Malformed,
+}
+
+const REFUSALS: [(Refusal, &str); 7] = [
+    (Refusal::Origin, "origin"),
+    (Refusal::ContentType, "content_type"),
+    (Refusal::HeaderTimeout, "header_timeout"),
+    (Refusal::BodyTimeout, "body_timeout"),
+    (Refusal::IdleTimeout, "idle_timeout"),
+    (Refusal::Connections, "connections"),
+    (Refusal::Malformed, "malformed"),
+];
+
 /// The server's metrics.
 #[derive(Default)]
 pub struct Metrics {
@@ -34,9 +63,35 @@ pub struct Metrics {
     pub log_dropped: AtomicU64,
     /// Requests refused with a client error.
     pub client_errors: AtomicU64,
+    /// Batches refused because the session store was full.
+    pub sessions_refused: AtomicU64,
+    /// Batches of turns whose exact state was gone, judged with every latch set.
+    pub sessions_expired: AtomicU64,
+    /// Connections accepted and served.
+    pub connections_total: AtomicU64,
+    /// Connections open now.
+    pub connections_open: AtomicU64,
+    http_refused: [AtomicU64; 7],
+}
+
+/// The figures the metrics text reads from elsewhere.
+pub struct Gauges {
+    /// Sessions held.
+    pub sessions_live: usize,
+    /// Bytes the session store holds.
+    pub sessions_bytes: usize,
+    /// Policies in the serving set.
+    pub policies: usize,
 }
 
 impl Metrics {
+    /// Counts one refusal by the HTTP layer.
+    pub fn refused(&self, why: Refusal) {
+        if let Some(i) = REFUSALS.iter().position(|(r, _)| *r == why) {
+            self.http_refused[i].fetch_add(1, Relaxed);
+        }
+    }
+
     /// Counts one response's decisions and its latency.
     pub fn observe(&self, response: &Response, micros: u64) {
         for d in &response.decisions {
@@ -60,7 +115,7 @@ impl Metrics {
     }
 
     /// Prometheus exposition text.
-    pub fn render(&self, sessions_live: usize, policies: usize) -> String {
+    pub fn render(&self, gauges: &Gauges) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -123,14 +178,62 @@ impl Metrics {
                 "Requests refused as malformed or over a limit.",
                 self.client_errors.load(Relaxed),
             ),
+            (
+                "toolgate_sessions_refused_total",
+                "Batches refused (503) because the session store was full of latched state.",
+                self.sessions_refused.load(Relaxed),
+            ),
+            (
+                "toolgate_sessions_expired_total",
+                "Batches of latched turns whose exact state had expired or been pushed out, judged with every latch set.",
+                self.sessions_expired.load(Relaxed),
+            ),
+            (
+                "toolgate_connections_total",
+                "Connections accepted within the connection cap.",
+                self.connections_total.load(Relaxed),
+            ),
         ] {
             let _ = writeln!(
                 out,
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
             );
         }
-        let _ = writeln!(out, "# HELP toolgate_sessions_live Sessions whose turn latch state is held.\n# TYPE toolgate_sessions_live gauge\ntoolgate_sessions_live {sessions_live}");
-        let _ = writeln!(out, "# HELP toolgate_policies_loaded Policies in the serving set.\n# TYPE toolgate_policies_loaded gauge\ntoolgate_policies_loaded {policies}");
+        let _ = writeln!(
+            out,
+            "# HELP toolgate_http_refused_total Requests refused and connections closed by the HTTP layer, by reason.\n# TYPE toolgate_http_refused_total counter"
+        );
+        for (i, (_, reason)) in REFUSALS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "toolgate_http_refused_total{{reason=\"{reason}\"}} {}",
+                self.http_refused[i].load(Relaxed)
+            );
+        }
+        for (name, help, v) in [
+            (
+                "toolgate_connections_open",
+                "Connections open now.",
+                self.connections_open.load(Relaxed) as usize,
+            ),
+            (
+                "toolgate_sessions_live",
+                "Sessions whose turn latch state is held.",
+                gauges.sessions_live,
+            ),
+            (
+                "toolgate_sessions_bytes",
+                "Bytes the session store holds, as counted against --max-session-bytes.",
+                gauges.sessions_bytes,
+            ),
+            (
+                "toolgate_policies_loaded",
+                "Policies in the serving set.",
+                gauges.policies,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        }
         out
     }
 }

@@ -1,20 +1,27 @@
-//! `toolgate serve`: the sidecar decision server (tokio + axum).
+//! `toolgate serve`: the sidecar decision server (tokio + hyper + axum).
 //!
 //! Policies live behind `arc-swap`; a decision loads the current set once and is judged by
 //! exactly one revision. Reloads (directory change, SIGHUP, `POST /v1/reload`) compile
-//! everything first and swap only when every file compiles.
+//! everything first and swap only when every file compiles (and, with `--deny-warnings`, has
+//! no warning). `conn` is the accept loop (connection cap, header and idle timeouts, JSON for
+//! hyper's own errors); `guard` runs before every handler (`Origin`, `Content-Type`, the body
+//! read within its timeout) and gives every error response a JSON body.
 
 mod api_error;
+mod conn;
 pub mod decision_log;
+mod guard;
 mod limits;
 mod loader;
 mod metrics;
 mod routes;
 mod state;
 
+pub use conn::HttpLimits;
 pub use limits::Limits;
 
 use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use axum::routing::{get, post};
 use axum::Router;
 use decision_log::{DecisionLog, LogMode};
@@ -24,7 +31,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use toolgate_engine::{PolicyStore, SessionStore};
+use toolgate_engine::{PolicyStore, SessionLimits, SessionStore};
 
 /// Everything `serve` needs.
 pub struct Config {
@@ -34,10 +41,14 @@ pub struct Config {
     pub dir: PathBuf,
     /// Request caps.
     pub limits: Limits,
-    /// Idle time after which a session's latch state is dropped.
-    pub session_ttl: Duration,
-    /// Most sessions held at once.
-    pub max_sessions: usize,
+    /// Bounds of the session store.
+    pub sessions: SessionLimits,
+    /// Timeouts and the connection cap.
+    pub http: HttpLimits,
+    /// Origins besides the server's own that a browser request may come from.
+    pub allow_origins: Vec<String>,
+    /// Refuse a load or reload whose policies have any warning.
+    pub deny_warnings: bool,
     /// Which decisions to log.
     pub log: LogMode,
     /// Log arguments and facts too.
@@ -51,6 +62,9 @@ pub struct Config {
     /// Admin bearer token.
     pub admin_token: Option<String>,
 }
+
+/// How long open connections may take to finish their requests after SIGTERM.
+const DRAIN: Duration = Duration::from_secs(10);
 
 /// Builds the router over shared state.
 fn router(state: Arc<AppState>) -> Router {
@@ -66,6 +80,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(routes::metrics))
         .fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state(state.clone(), guard::guard))
         .with_state(state)
 }
 
@@ -85,10 +100,13 @@ pub async fn run(config: Config) -> Result<(), String> {
     .map_err(|e| format!("cannot open the decision log: {e}"))?;
     let state = Arc::new(AppState {
         store: PolicyStore::default(),
-        sessions: SessionStore::new(config.session_ttl, config.max_sessions),
+        sessions: SessionStore::new(config.sessions),
         metrics: Default::default(),
         log,
         limits: config.limits,
+        http: config.http,
+        origins: guard::Origins::new(local, &config.allow_origins),
+        deny_warnings: config.deny_warnings,
         dir: config.dir.clone(),
         admin_token: config.admin_token.clone(),
         loopback: local.ip().is_loopback(),
@@ -105,14 +123,18 @@ pub async fn run(config: Config) -> Result<(), String> {
     if !config.poll.is_zero() {
         tokio::spawn(watch(state.clone(), config.poll));
     }
-    tokio::spawn(sweep(state.clone(), config.session_ttl));
+    tokio::spawn(sweep(state.clone(), config.sessions.ttl));
     #[cfg(unix)]
     tokio::spawn(on_sighup(state.clone()));
 
-    axum::serve(listener, router(state.clone()))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(|e| e.to_string())?;
+    conn::serve(
+        listener,
+        router(state.clone()),
+        state.clone(),
+        shutdown_signal(),
+        DRAIN,
+    )
+    .await;
     state.log.close();
     drop(state);
     let _ = writer.await;

@@ -1,6 +1,7 @@
 //! The HTTP handlers.
 
 use super::api_error::ApiError;
+use super::metrics::Gauges;
 use super::state::AppState;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -13,17 +14,23 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Instant;
 use toolgate_engine::{
-    OfferRequest, Policy, PolicySet, Request, RequestError, Response as Decided,
+    OfferRequest, Origin, Policy, PolicySet, Request, RequestError, Response as Decided,
+    SessionError,
 };
 
 type Shared = State<Arc<AppState>>;
 
 #[derive(Serialize)]
-/// `/v1/decide`'s answer: the engine response plus the decision id.
+/// `/v1/decide`'s answer: the engine response, where its latch state came from, and the
+/// decision id. `session` lives here, not in the engine's response, because the engine keeps
+/// no state: only the server knows where the state came from.
 struct DecideBody<'a> {
     #[serde(flatten)]
     response: &'a Decided,
-    decision_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<Origin>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decision_id: Option<&'a str>,
 }
 
 /// `POST /v1/decide`.
@@ -32,10 +39,11 @@ pub async fn decide(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let value = state.parse_body(body)?;
-    let (response, id) = state.judge(value, None)?;
+    let (response, session, id) = state.judge(value, None)?;
     Ok(Json(DecideBody {
         response: &response,
-        decision_id: &id,
+        session,
+        decision_id: Some(&id),
     })
     .into_response())
 }
@@ -63,9 +71,8 @@ pub async fn offer(
     let mut facts = request.facts;
     // Read-only: an offer shows the latch the turn has set so far and records nothing.
     if let Some((s, t)) = state.session_turn(&request.session, &request.turn)? {
-        if let Some(carried) = state.sessions.carried(&s, &t, Instant::now()) {
-            facts.latched = facts.latched.or(&carried);
-        }
+        let carried = state.sessions.peek(policy, &s, &t, Instant::now());
+        facts.latched = facts.latched.or(&carried.latched);
     }
     Ok(Json(policy.offer(&facts, &request.tools)).into_response())
 }
@@ -100,25 +107,41 @@ pub async fn data_decide(
             Some("input".into()),
         )));
     };
-    let (response, id) = state.judge(input, Some(&module))?;
-    Ok(Json(json!({"result": response, "decision_id": id})).into_response())
+    let (response, session, id) = state.judge(input, Some(&module))?;
+    let result = DecideBody {
+        response: &response,
+        session,
+        decision_id: None,
+    };
+    Ok(Json(json!({"result": result, "decision_id": id})).into_response())
 }
 
-/// `POST /v1/check`: compile a policy source from the body; nothing is loaded.
+/// `POST /v1/check`: compile the policy source in `{"source": ..}`; nothing is loaded.
 pub async fn check(
     State(state): Shared,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     state.admin(&headers)?;
-    let bytes = body.map_err(|r| state.client_error(body_rejection(&r)))?;
-    let text = String::from_utf8(bytes.to_vec()).map_err(|_| {
-        state.client_error(ApiError::bad_request(
-            "encoding",
-            "policy source is not UTF-8",
-            None,
-        ))
-    })?;
+    let text = match state.parse_body(body)? {
+        Value::Object(mut m) => match m.remove("source") {
+            Some(Value::String(text)) => text,
+            _ => {
+                return Err(state.client_error(ApiError::bad_request(
+                    "schema",
+                    "expected the policy source as a string",
+                    Some("source".into()),
+                )))
+            }
+        },
+        _ => {
+            return Err(state.client_error(ApiError::bad_request(
+                "schema",
+                "expected an object with `source`",
+                None,
+            )))
+        }
+    };
     let result = tokio::task::spawn_blocking(move || match Policy::compile("<request>", &text) {
         Ok(p) => json!({
             "ok": true,
@@ -151,6 +174,7 @@ fn diagnostics(
                 "file": file,
                 "line": at.line,
                 "col": at.col,
+                "location": format!("{file}:{}:{}", at.line, at.col),
                 "help": d.help,
                 "rendered": d.render(src),
             })
@@ -173,7 +197,7 @@ pub async fn policies(State(state): Shared) -> Json<Value> {
                 "loaded_at_ms": loaded.as_ref().map(|r| r.at_ms),
                 "tools": p.tools().count(),
                 "stages": p.stages().count(),
-                "warnings": p.warnings().len(),
+                "warnings": diagnostics(p.warnings(), p.source()),
             })
         })
         .collect();
@@ -197,9 +221,11 @@ pub async fn health(State(state): Shared) -> Response {
 
 /// `GET /metrics`.
 pub async fn metrics(State(state): Shared) -> Response {
-    let text = state
-        .metrics
-        .render(state.sessions.len(), state.store.snapshot().len());
+    let text = state.metrics.render(&Gauges {
+        sessions_live: state.sessions.len(),
+        sessions_bytes: state.sessions.bytes(),
+        policies: state.store.snapshot().len(),
+    });
     (
         [(
             axum::http::header::CONTENT_TYPE,
@@ -301,7 +327,13 @@ impl AppState {
         turn: &Option<String>,
     ) -> Result<Option<(String, String)>, ApiError> {
         match (session, turn) {
-            (Some(s), Some(t)) => Ok(Some((s.clone(), t.clone()))),
+            (Some(s), Some(t)) => {
+                self.limits
+                    .check_id("session", s)
+                    .and_then(|()| self.limits.check_id("turn", t))
+                    .map_err(|e| self.client_error(e))?;
+                Ok(Some((s.clone(), t.clone())))
+            }
             (None, None) => Ok(None),
             _ => Err(self.client_error(ApiError::bad_request(
                 "schema",
@@ -311,8 +343,24 @@ impl AppState {
         }
     }
 
+    /// A session the store cannot start: 503, counted.
+    fn session_refused(&self, e: SessionError) -> ApiError {
+        self.metrics
+            .sessions_refused
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "sessions_full",
+            e.to_string(),
+        )
+    }
+
     /// Parses, routes and judges one request; records sessions, metrics and the log.
-    fn judge(&self, value: Value, module: Option<&str>) -> Result<(Decided, String), ApiError> {
+    fn judge(
+        &self,
+        value: Value,
+        module: Option<&str>,
+    ) -> Result<(Decided, Option<Origin>, String), ApiError> {
         let started = Instant::now();
         let mut request =
             Request::from_value(value).map_err(|e| self.client_error(schema_error(e)))?;
@@ -337,20 +385,30 @@ impl AppState {
             .check_facts(&request.facts)
             .map_err(|e| self.client_error(schema_error(e)))?;
         let session = self.session_turn(&request.session, &request.turn)?;
+        let mut origin = None;
         if let Some((s, t)) = &session {
-            if let Some(carried) = self.sessions.carried(s, t, started) {
-                request.facts.latched = request.facts.latched.or(&carried);
-            }
+            let carried = self
+                .sessions
+                .begin(policy, s, t, started)
+                .map_err(|e| self.session_refused(e))?;
+            request.facts.latched = request.facts.latched.or(&carried.latched);
+            origin = Some(carried.origin);
         }
         let response = policy.decide(&request);
         if let Some((s, t)) = &session {
             self.sessions
-                .record(s, t, &response.latched, Instant::now());
+                .record(policy, s, t, &response.latched, Instant::now());
         }
         let id = self.next_decision_id();
         self.metrics
             .observe(&response, started.elapsed().as_micros() as u64);
-        self.log.record(&id, &request, &response, &self.metrics);
-        Ok((response, id))
+        if origin == Some(Origin::Expired) {
+            self.metrics
+                .sessions_expired
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.log
+            .record(&id, &request, &response, origin, &self.metrics);
+        Ok((response, origin, id))
     }
 }

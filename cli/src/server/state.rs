@@ -1,7 +1,9 @@
 //! What every handler shares: the policy store, sessions, metrics, the log, the config.
 
 use super::api_error::ApiError;
+use super::conn::HttpLimits;
 use super::decision_log::DecisionLog;
+use super::guard::Origins;
 use super::limits::Limits;
 use super::loader::{load_dir, LoadReport};
 use super::metrics::Metrics;
@@ -24,6 +26,12 @@ pub struct AppState {
     pub log: DecisionLog,
     /// Request caps.
     pub limits: Limits,
+    /// Timeouts and the connection cap.
+    pub http: HttpLimits,
+    /// Origins a browser request may come from.
+    pub origins: Origins,
+    /// Refuse a load whose policies have any warning.
+    pub deny_warnings: bool,
     /// The policy directory.
     pub dir: PathBuf,
     /// Bearer token for admin endpoints, if set.
@@ -87,7 +95,8 @@ impl AppState {
         let mut generation = self.reload_lock.lock().await;
         let next = *generation + 1;
         let dir = self.dir.clone();
-        let result = tokio::task::spawn_blocking(move || load_dir(&dir, next))
+        let deny_warnings = self.deny_warnings;
+        let result = tokio::task::spawn_blocking(move || load_dir(&dir, next, deny_warnings))
             .await
             .unwrap_or_else(|_| Err("the load task stopped".into()));
         let report = |ok: bool, error: Option<String>| LoadReport {

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use toolgate_bench::documents::bench_documents;
 use toolgate_bench::engines::toolgate;
 use toolgate_bench::BenchError;
-use toolgate_engine::{Request, SessionStore};
+use toolgate_engine::{Request, SessionLimits, SessionStore};
 
 /// Sessions stored for the per-session figure.
 pub const SESSIONS: usize = 10_000;
@@ -41,10 +41,21 @@ pub fn measure() -> Result<Memory, BenchError> {
     let state = workload.decide(&request).latched;
     let ids: Vec<String> = (0..SESSIONS).map(|i| format!("sess-{i:011}")).collect();
     let now = Instant::now();
-    let store = SessionStore::new(Duration::from_secs(3600), SESSIONS * 2);
+    let store = SessionStore::new(SessionLimits {
+        ttl: Duration::from_secs(3600),
+        keep_expired: Duration::from_secs(86_400),
+        max_sessions: SESSIONS * 2,
+        max_bytes: usize::MAX,
+    });
     let before = live_bytes();
     for id in &ids {
-        store.record(id, "turn-0001", &state, now);
+        store
+            .begin(&workload, id, "turn-0001", now)
+            .map_err(|e| BenchError::Engine {
+                engine: "toolgate",
+                message: e.to_string(),
+            })?;
+        store.record(&workload, id, "turn-0001", &state, now);
     }
     let per_session = (live_bytes() - before) as f64 / SESSIONS as f64;
     if store.len() != SESSIONS {
