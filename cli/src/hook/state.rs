@@ -200,14 +200,15 @@ impl StateDir {
 
 impl Locked {
     /// Writes the state back atomically (a temporary file beside it, then a rename), still
-    /// under the lock.
+    /// under the lock. There is no fsync: it doubled the hook's wall time, and what it guards
+    /// against is a power loss, which ends the agent's turn too. After one, the file holds
+    /// the old state, the new one, or something unreadable, which fails closed.
     pub fn save(&self) -> Result<(), StateError> {
         let tmp = self
             .path
             .with_extension(format!("json.{}.tmp", std::process::id()));
         let mut file = File::create(&tmp).map_err(io(&tmp))?;
         file.write_all(self.state.to_json().to_string().as_bytes())
-            .and_then(|()| file.sync_all())
             .map_err(io(&tmp))?;
         std::fs::rename(&tmp, &self.path).map_err(io(&self.path))
     }
