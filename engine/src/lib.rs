@@ -40,6 +40,7 @@ mod refusal;
 mod request;
 mod response;
 mod sessions;
+mod strict_url;
 mod tool_set;
 mod vault;
 mod view;
