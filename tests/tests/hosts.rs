@@ -1264,3 +1264,42 @@ mod generated {
         }
     }
 }
+
+#[test]
+fn explain_names_the_host_read_or_the_ambiguity() {
+    let p = coach();
+    let step = |u: &str| {
+        let req = toolgate_engine::Request::new(
+            toolgate_engine::Facts::in_stage("coach"),
+            vec![toolgate_engine::Call::new(
+                "c1",
+                "fetch_vendor_doc",
+                json!({ "url": u }),
+            )],
+        );
+        let ex = p.explain(&req);
+        let last = ex[0].steps.last().unwrap().clone();
+        assert_eq!(ex[0].decision.allow, last.passed, "{u}: {ex:?}");
+        last
+    };
+    let s = step("https://Docs.AWS.amazon.com/x");
+    assert!(
+        s.passed
+            && s.detail
+                .contains("host \"docs.aws.amazon.com\" in vendor_docs"),
+        "{s:?}"
+    );
+    let s = step("https://evil.tld/");
+    assert!(
+        !s.passed && s.detail.contains("host \"evil.tld\" not in vendor_docs"),
+        "{s:?}"
+    );
+    let s = step("https://docs.aws.amazon.com\\@evil.tld/");
+    assert!(!s.passed, "{s:?}");
+    assert!(s.detail.contains("a URL is ambiguous"), "{s:?}");
+    assert!(
+        s.detail
+            .contains("ambiguous URL (the URL contains a backslash"),
+        "{s:?}"
+    );
+}
