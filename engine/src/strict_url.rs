@@ -142,13 +142,18 @@ pub(crate) enum Host<'a> {
 /// ambiguous anywhere in a URL (backslashes, whitespace, controls).
 pub(crate) fn scheme(url: &str) -> Result<(&[u8], &[u8]), Ambiguity> {
     let bytes = url.as_bytes();
-    for &b in bytes {
-        if b <= b' ' || b == 0x7f {
-            return Err(Ambiguity::Whitespace);
-        }
-        if b == b'\\' {
-            return Err(Ambiguity::Backslash);
-        }
+    // Without an early exit the compiler vectorises this; the byte is found only when needed.
+    let odd = |b: u8| b <= b' ' || b == 0x7f || b == b'\\';
+    let flags = bytes.iter().fold(0u8, |acc, &b| {
+        acc | u8::from(b <= b' ') | u8::from(b == 0x7f) | u8::from(b == b'\\')
+    });
+    if flags != 0 {
+        let first = bytes.iter().copied().find(|&b| odd(b));
+        return Err(if first == Some(b'\\') {
+            Ambiguity::Backslash
+        } else {
+            Ambiguity::Whitespace
+        });
     }
     if !bytes.first().is_some_and(u8::is_ascii_alphabetic) {
         return Err(Ambiguity::NoScheme);
@@ -167,41 +172,38 @@ pub(crate) fn host(rest: &[u8], opts: Options) -> Result<Host<'_>, Ambiguity> {
     if after.first() == Some(&b'/') {
         return Err(Ambiguity::Slashes);
     }
-    // Every reader ends the authority at `/`; RFC 3986 and WHATWG readers also at `?` and
-    // `#`, some legacy ones at `;` as well. Between the narrowest and the widest reading an
-    // `@` would move the host, so it may not be there at all.
-    let auth_end = after
-        .iter()
-        .position(|b| matches!(b, b'/' | b'?' | b'#'))
-        .unwrap_or(after.len());
-    let wide_end = after.iter().position(|&b| b == b'/').unwrap_or(after.len());
-    let mut ats = after.iter().enumerate().filter(|(_, &b)| b == b'@');
-    if let Some((at, _)) = ats.next() {
-        if ats.next().is_some() {
+    let auth = Authority::scan(after);
+    // Most URLs have no `@`: one word-at-a-time search says so.
+    if after.contains(&b'@') {
+        if after.iter().filter(|&&b| b == b'@').count() > 1 {
             return Err(Ambiguity::ManyAt);
         }
-        if at < wide_end
-            && after[..wide_end]
-                .iter()
-                .any(|b| matches!(b, b'?' | b'#' | b';'))
-        {
+        // Every reader ends the authority at `/`; RFC 3986 and WHATWG readers also at `?`
+        // and `#`, some legacy ones at `;` as well. Between the narrowest and the widest
+        // reading an `@` would move the host, so it may not be there at all.
+        let wide_end = after[auth.end..]
+            .iter()
+            .position(|&b| b == b'/')
+            .map_or(after.len(), |i| auth.end + i);
+        let wide = &after[..wide_end];
+        if wide.contains(&b'@') && wide.iter().any(|b| matches!(b, b'?' | b'#' | b';')) {
             return Err(Ambiguity::AtWithDelimiter);
         }
     }
-    let authority = &after[..auth_end];
-    if authority.contains(&b'%') {
+    if auth.percent {
         return Err(Ambiguity::Percent);
     }
-    let host_port = match authority.iter().position(|&b| b == b'@') {
+    let start = match auth.at {
         Some(at) => {
             if !opts.userinfo {
                 return Err(Ambiguity::Userinfo);
             }
-            userinfo(&authority[..at])?;
-            &authority[at + 1..]
+            userinfo(&after[..at])?;
+            at + 1
         }
-        None => authority,
+        None => 0,
     };
+    let host_port = &after[start..auth.end];
     if host_port.first() == Some(&b'[') {
         let close = host_port
             .iter()
@@ -218,40 +220,124 @@ pub(crate) fn host(rest: &[u8], opts: Options) -> Result<Host<'_>, Ambiguity> {
         }
         return Ok(Host::Ip(IpAddr::V6(ip)));
     }
-    let mut colons = host_port.iter().enumerate().filter(|(_, &b)| b == b':');
-    let name_end = match colons.next() {
-        None => host_port.len(),
-        Some((c, _)) => {
-            if colons.next().is_some() {
-                return Err(Ambiguity::Port);
-            }
-            port(&host_port[c + 1..])?;
-            c
+    let name_end = match auth.colon {
+        // A second `:` is not a digit, so `port` refuses it.
+        Some(colon) => {
+            port(&after[colon + 1..auth.end])?;
+            colon
         }
+        None => auth.end,
     };
-    let name = &host_port[..name_end];
+    let name = &after[start..name_end];
     if name.is_empty() {
         return Err(Ambiguity::NoHost);
     }
-    let mut non_ascii = false;
-    for &b in name {
-        if b >= 0x80 {
-            if !opts.idn {
-                return Err(Ambiguity::Idn);
+    if !auth.plain {
+        let mut non_ascii = false;
+        for &b in name {
+            if b >= 0x80 {
+                if !opts.idn {
+                    return Err(Ambiguity::Idn);
+                }
+                non_ascii = true;
+            } else if !is_name_byte(b) {
+                return Err(Ambiguity::HostChars);
             }
-            non_ascii = true;
-        } else if !is_name_byte(b) {
-            return Err(Ambiguity::HostChars);
         }
-    }
-    if non_ascii {
-        // `rest` came from a `&str` and the authority is cut at ASCII bytes, so this holds.
-        return std::str::from_utf8(name)
-            .map(Host::Idn)
-            .map_err(|_| Ambiguity::HostChars);
+        if non_ascii {
+            // `rest` came from a `&str` and the authority is cut at ASCII bytes, so this holds.
+            return std::str::from_utf8(name)
+                .map(Host::Idn)
+                .map_err(|_| Ambiguity::HostChars);
+        }
     }
     ascii_name(name, opts.idn)
 }
+
+/// What one scan of an authority (from after the `//`) found.
+struct Authority {
+    /// Where it ends: the first `/`, `?` or `#`, or the end of the URL.
+    end: usize,
+    /// The first `@`.
+    at: Option<usize>,
+    /// A `%` anywhere in it.
+    percent: bool,
+    /// The first `:` after the userinfo.
+    colon: Option<usize>,
+    /// Every byte after the userinfo and before that `:` is a host name byte.
+    plain: bool,
+}
+
+impl Authority {
+    fn scan(after: &[u8]) -> Authority {
+        let mut a = Authority {
+            end: after.len(),
+            at: None,
+            percent: false,
+            colon: None,
+            plain: true,
+        };
+        let mut i = 0;
+        while i < after.len() {
+            // Host name bytes are most of an authority: skip them in a tight loop.
+            let b = after[i];
+            i += 1;
+            match BYTES[usize::from(b)] {
+                Byte::Name => continue,
+                Byte::End => {
+                    a.end = i - 1;
+                    break;
+                }
+                // What came before was userinfo: the host starts again.
+                Byte::At if a.at.is_none() => {
+                    a.at = Some(i - 1);
+                    a.colon = None;
+                    a.plain = true;
+                }
+                Byte::Colon if a.colon.is_none() => a.colon = Some(i - 1),
+                Byte::Percent => {
+                    a.percent = true;
+                    a.plain &= a.colon.is_some();
+                }
+                Byte::At | Byte::Colon | Byte::Other => a.plain &= a.colon.is_some(),
+            }
+        }
+        a
+    }
+}
+
+/// How [`Authority::scan`] treats a byte.
+#[derive(Clone, Copy)]
+enum Byte {
+    /// [`is_name_byte`].
+    Name,
+    /// `/`, `?`, `#`: the authority ends.
+    End,
+    At,
+    Colon,
+    Percent,
+    /// Anything else, non-ASCII included.
+    Other,
+}
+
+/// [`Byte`] for every byte, one load per byte.
+static BYTES: [Byte; 256] = {
+    let mut table = [Byte::Other; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        table[i] = match b {
+            b'/' | b'?' | b'#' => Byte::End,
+            b'@' => Byte::At,
+            b':' => Byte::Colon,
+            b'%' => Byte::Percent,
+            _ if NAME_BYTES[i] => Byte::Name,
+            _ => Byte::Other,
+        };
+        i += 1;
+    }
+    table
+};
 
 /// Checks an ASCII host name: labels, length, numbers. `xn--` labels are internationalised
 /// names, accepted (as [`Host::Idn`]) only when `idn` is set.
@@ -268,13 +354,24 @@ pub(crate) fn ascii_name(name: &[u8], idn: bool) -> Result<Host<'_>, Ambiguity> 
         return Err(Ambiguity::LongHost);
     }
     let mut punycode = false;
-    let mut last = &trimmed[..0];
-    for label in trimmed.split(|&b| b == b'.') {
-        if label.is_empty() {
-            return Err(Ambiguity::EmptyLabel);
+    let mut label_start = 0;
+    for (i, &b) in trimmed.iter().enumerate() {
+        if i == label_start {
+            if b == b'.' {
+                return Err(Ambiguity::EmptyLabel);
+            }
+            punycode |= trimmed
+                .get(i..i + 4)
+                .is_some_and(|p| p.eq_ignore_ascii_case(b"xn--"));
         }
-        punycode |= label.len() >= 4 && label[..4].eq_ignore_ascii_case(b"xn--");
-        last = label;
+        if b == b'.' {
+            label_start = i + 1;
+        }
+    }
+    // `trimmed` ending in a dot means the name ended in two.
+    let last = &trimmed[label_start..];
+    if last.is_empty() {
+        return Err(Ambiguity::EmptyLabel);
     }
     if last.first().is_some_and(u8::is_ascii_digit) {
         // Only the plain dotted quad is read the same everywhere.
@@ -300,8 +397,20 @@ pub(crate) const MAX_NAME: usize = 253;
 /// A host name byte: ASCII letters, digits, `-`, `.`. (Not `_`: readers agree on it, but
 /// host names never need it, and the case-folded compare in `words` folds only these.)
 pub(crate) fn is_name_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.')
+    NAME_BYTES[usize::from(b)]
 }
+
+/// [`is_name_byte`] as a table, one load per byte.
+static NAME_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        table[i] = b.is_ascii_alphanumeric() || b == b'-' || b == b'.';
+        i += 1;
+    }
+    table
+};
 
 /// A user name and password: unreserved characters and one `:`.
 fn userinfo(info: &[u8]) -> Result<(), Ambiguity> {
