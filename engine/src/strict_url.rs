@@ -143,11 +143,8 @@ pub(crate) enum Host<'a> {
 pub(crate) fn scheme(url: &str) -> Result<(&[u8], &[u8]), Ambiguity> {
     let bytes = url.as_bytes();
     // Without an early exit the compiler vectorises this; the byte is found only when needed.
-    let odd = |b: u8| b <= b' ' || b == 0x7f || b == b'\\';
-    let flags = bytes.iter().fold(0u8, |acc, &b| {
-        acc | u8::from(b <= b' ') | u8::from(b == 0x7f) | u8::from(b == b'\\')
-    });
-    if flags != 0 {
+    let odd = |b: u8| (b <= b' ') | (b == 0x7f) | (b == b'\\');
+    if bytes.iter().fold(0u8, |acc, &b| acc | u8::from(odd(b))) != 0 {
         let first = bytes.iter().copied().find(|&b| odd(b));
         return Err(if first == Some(b'\\') {
             Ambiguity::Backslash
