@@ -94,7 +94,7 @@ pub(crate) fn ambiguous_url(
     match custom {
         Some(text) => format!("{text} (The URL was refused because {why}.)"),
         None => format!(
-            "Blocked: {why}, so the host it names cannot be checked. {NOT_HAPPENED} Rule `{name}` requires {requirement}. Write the URL plainly, as scheme://host/path, and call again."
+            "Blocked: {why}, so the host it names cannot be checked. {NOT_HAPPENED} Rule `{name}`: {requirement}. Write the URL plainly, as scheme://host/path, and call again."
         ),
     }
 }
