@@ -13,6 +13,7 @@ use crate::name_table::NameTable;
 use crate::policy::{FixedRefusals, LatchInfo, Policy, RuleInfo, StageInfo, ToolInfo};
 use crate::refusal;
 use crate::response::DenyKind;
+use crate::strict_url::{self, Ambiguity};
 use crate::tool_set::ToolSet;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -470,7 +471,10 @@ impl Compiler {
             t.rules = r.into_boxed_slice();
         }
         let mut slots = 0..crate::decide::MEMO_SLOTS as u8;
-        for rule in rules.iter_mut().filter(|r| !r.cond.reads_args()) {
+        for rule in rules
+            .iter_mut()
+            .filter(|r| !r.cond.reads_args() && !r.cond.tests_hosts())
+        {
             rule.memo = slots.next();
         }
         Some(Parts {
@@ -572,6 +576,7 @@ impl Compiler {
                 );
                 continue;
             }
+            self.check_scheme(&lower, s.span);
             schemes.push(lower);
         }
         if !decl.schemes_given {
@@ -586,9 +591,23 @@ impl Compiler {
                 "add `schemes [https]`",
             );
         }
+        let options = strict_url::Options {
+            userinfo: decl.userinfo.as_ref().is_some_and(|o| o.node),
+            idn: decl.idn.as_ref().is_some_and(|o| o.node),
+        };
         let mut patterns = Vec::new();
         for e in &decl.entries {
             match parse_entry(&e.node) {
+                Ok(p) if p.is_idn() && !options.idn => self.error(
+                    Diagnostic::error(
+                        e.span,
+                        format!(
+                            "host entry `{}` is an internationalised name, but list `{}` does not accept them",
+                            e.node, decl.name.name
+                        ),
+                    )
+                    .with_help("add `idn allow` to the list: URL readers map such names differently, so they are refused unless the list opts in"),
+                ),
                 Ok(p) => patterns.push(p),
                 Err(why) => self.error(
                     Diagnostic::error(e.span, format!("bad host entry `{}`: {why}", e.node))
@@ -613,7 +632,33 @@ impl Compiler {
             HostListId(self.host_lists.len() as u32),
         );
         self.host_lists
-            .push(HostList::new(&decl.name.name, schemes, patterns));
+            .push(HostList::new(&decl.name.name, schemes, patterns, options));
+    }
+
+    /// Only `http` and `https` fetch from the host a list vouches for in the way every client
+    /// agrees on; `file`, `data` and `javascript` URLs never do, so naming them is an error.
+    fn check_scheme(&mut self, scheme: &str, span: Span) {
+        let why = match scheme {
+            "http" | "https" => return,
+            "file" => "a `file` URL reads the executor's own disk, whatever host it names",
+            "data" => "a `data` URL carries its content in the URL itself and names no host",
+            "javascript" => "a `javascript` URL is code, and names no host",
+            _ => {
+                self.warn(
+                    span,
+                    format!("scheme `{scheme}` is not http or https: URL readers and the clients for it may treat its host differently"),
+                    "accept only `http` and `https` unless the tool really fetches this scheme",
+                );
+                return;
+            }
+        };
+        self.error(
+            Diagnostic::error(
+                span,
+                format!("a host list cannot accept scheme `{scheme}`: {why}"),
+            )
+            .with_help("accept only `http` and `https`"),
+        );
     }
 
     /// Resolves selectors to tool ids; unknown tools get a warning.
@@ -692,13 +737,26 @@ impl Compiler {
             Some(r) => r.node.as_str().into(),
             None => refusal::rule(&decl.name.name, kind, &decl.requires, &hosts).into(),
         };
+        let requirement = refusal::requirement(&decl.requires, &hosts);
+        let url_refusals = if cond.tests_hosts() {
+            let custom = decl.refusal.as_ref().map(|r| r.node.as_str());
+            Ambiguity::ALL
+                .iter()
+                .map(|why| {
+                    refusal::ambiguous_url(&decl.name.name, custom, &requirement, *why).into()
+                })
+                .collect()
+        } else {
+            Box::default()
+        };
         Some(RuleInfo {
             name: decl.name.name.as_str().into(),
             kind,
             cond,
             fail_open,
             refusal,
-            requirement: refusal::requirement(&decl.requires, &hosts).into(),
+            url_refusals,
+            requirement: requirement.into(),
             memo: None,
         })
     }

@@ -7,9 +7,11 @@
 
 use crate::hosts::HostList;
 use crate::ids::HostListId;
+use crate::strict_url::Ambiguity;
 use crate::view::FactsRef;
 use regex::Regex;
 use serde_json::Value;
+use std::cell::Cell;
 use toolgate_lang::ast::{CmpOp, TypeName};
 
 /// The result of evaluating a condition.
@@ -25,6 +27,9 @@ pub(crate) enum Truth {
 pub(crate) const ABSENT: u8 = 1;
 /// Unknown because an operand is missing or of the wrong type.
 pub(crate) const INVALID: u8 = 2;
+/// Unknown because a URL is ambiguous: URL readers could disagree on its host. Always set
+/// with `INVALID`, so it always denies; the reason is in [`Env::ambiguity`].
+pub(crate) const AMBIGUOUS: u8 = 4;
 
 impl Truth {
     /// A one-byte encoding: 0 true, 1 false, `0x80 | flags` unknown.
@@ -150,6 +155,20 @@ pub(crate) struct Env<'a> {
     pub(crate) args: &'a Value,
     pub(crate) facts: FactsRef<'a>,
     pub(crate) hosts: &'a [HostList],
+    /// What the last ambiguous URL seen was ambiguous about (see [`AMBIGUOUS`]).
+    pub(crate) ambiguity: Cell<Option<Ambiguity>>,
+}
+
+impl<'a> Env<'a> {
+    /// An environment for one call.
+    pub(crate) fn new(args: &'a Value, facts: FactsRef<'a>, hosts: &'a [HostList]) -> Self {
+        Env {
+            args,
+            facts,
+            hosts,
+            ambiguity: Cell::new(None),
+        }
+    }
 }
 
 impl Cond {
@@ -263,6 +282,23 @@ impl Cond {
             Cond::Test(path, _) | Cond::SamePath(path, _) => path.root == Root::Args,
             Cond::ArgNumber { .. } => true,
             Cond::Const(_)
+            | Cond::ClientSentMedia { .. }
+            | Cond::FieldFilled(_)
+            | Cond::CalledBefore(_)
+            | Cond::MinClientMessages(_) => false,
+        }
+    }
+
+    /// True when the condition tests a host list. Such a rule is never memoised, so a denial
+    /// always knows which URL ambiguity caused it.
+    pub(crate) fn tests_hosts(&self) -> bool {
+        match self {
+            Cond::And(parts) | Cond::Or(parts) => parts.iter().any(Cond::tests_hosts),
+            Cond::Not(inner) => inner.tests_hosts(),
+            Cond::Test(_, t) => matches!(t, Test::InHosts(_)),
+            Cond::SamePath(_, tests) => tests.iter().any(|t| matches!(t, Test::InHosts(_))),
+            Cond::Const(_)
+            | Cond::ArgNumber { .. }
             | Cond::ClientSentMedia { .. }
             | Cond::FieldFilled(_)
             | Cond::CalledBefore(_)
@@ -426,7 +462,15 @@ fn apply(found: Lookup<'_>, test: &Test, env: &Env<'_>) -> Truth {
             None => Truth::Unknown(INVALID),
         },
         Test::InHosts(id) => match (as_str(found), env.hosts.get(id.index())) {
-            (Some(s), Some(list)) => Truth::from_bool(list.allows(s)),
+            (Some(s), Some(list)) => match list.check(s) {
+                Ok(on_list) => Truth::from_bool(on_list),
+                // Unknown, not false: `not args.url in hosts blocked` must not pass a URL
+                // that some client reads as a blocked host.
+                Err(why) => {
+                    env.ambiguity.set(Some(why));
+                    Truth::Unknown(INVALID | AMBIGUOUS)
+                }
+            },
             _ => Truth::Unknown(INVALID),
         },
     }

@@ -7,13 +7,14 @@
 //! caller-owned buffer and allocates nothing once that buffer has room for the batch;
 //! [`Policy::decide`] and [`Policy::decide_json`] add the response (ids, names, refusals).
 
-use crate::cond::{Env, Truth, ABSENT};
+use crate::cond::{Env, Truth, ABSENT, AMBIGUOUS};
 use crate::error::RequestError;
 use crate::fast_json;
 use crate::ids::{RuleId, StageId, ToolId};
 use crate::policy::{Policy, RuleInfo, StageInfo};
 use crate::request::Request;
 use crate::response::{Decision, DenyKind, LatchState, Response};
+use crate::strict_url::Ambiguity;
 use crate::vault;
 use crate::view::{CallLike, FactsRef, LatchedRef};
 use std::collections::BTreeMap;
@@ -74,6 +75,8 @@ enum Outcome {
     Turns(StageId),
     Latch(u8),
     Rule(RuleId),
+    /// The rule denied because a URL it checks is ambiguous, for this reason.
+    Url(RuleId, Ambiguity),
 }
 
 impl Verdict {
@@ -163,7 +166,7 @@ impl Policy {
             | Outcome::Whitelist(_)
             | Outcome::Turns(_) => DenyKind::Stage,
             Outcome::Latch(_) => DenyKind::Latch,
-            Outcome::Rule(r) => self.rules[r.index()].kind,
+            Outcome::Rule(r) | Outcome::Url(r, _) => self.rules[r.index()].kind,
         })
     }
 
@@ -178,6 +181,10 @@ impl Policy {
             Outcome::Turns(s) => &self.stages[s.index()].turns_refusal,
             Outcome::Latch(l) => &self.latches[usize::from(l)].refusal,
             Outcome::Rule(r) => &self.rules[r.index()].refusal,
+            Outcome::Url(r, why) => {
+                let rule = &self.rules[r.index()];
+                rule.url_refusals.get(why as usize).unwrap_or(&rule.refusal)
+            }
         })
     }
 
@@ -295,7 +302,7 @@ impl Policy {
             Outcome::NoStage => &self.fixed.rule_no_stage,
             Outcome::Whitelist(s) | Outcome::Turns(s) => &self.stages[s.index()].name,
             Outcome::Latch(l) => &self.latches[usize::from(l)].name,
-            Outcome::Rule(r) => &self.rules[r.index()].name,
+            Outcome::Rule(r) | Outcome::Url(r, _) => &self.rules[r.index()].name,
         })
     }
 
@@ -371,17 +378,20 @@ impl Policy {
                 tool: id,
             };
         }
-        let env = Env {
-            args: call.args(),
-            facts: batch.facts,
-            hosts: &self.host_lists,
-        };
+        let env = Env::new(call.args(), batch.facts, &self.host_lists);
         let mut fail_open = false;
         for &rule_id in tool.rules.iter() {
             let rule = &self.rules[rule_id.index()];
             match memo.eval(rule, &env) {
                 Truth::True => {}
                 Truth::Unknown(ABSENT) if rule.fail_open => fail_open = true,
+                // Host rules are never memoised, so the reason is this rule's own.
+                Truth::Unknown(flags) if flags & AMBIGUOUS != 0 => {
+                    return match env.ambiguity.get() {
+                        Some(why) => Outcome::Url(rule_id, why),
+                        None => Outcome::Rule(rule_id),
+                    }
+                }
                 Truth::False | Truth::Unknown(_) => return Outcome::Rule(rule_id),
             }
         }

@@ -7,6 +7,7 @@
 
 use crate::cond::{
     eval_test, lookup, Cond, Env, Found, Lit, Lookup, Root, Seg, Test, Truth, ValuePath, ABSENT,
+    AMBIGUOUS,
 };
 use crate::policy::Policy;
 use crate::request::{Call, Request};
@@ -137,11 +138,7 @@ impl Policy {
                 return steps;
             }
         }
-        let env = Env {
-            args: &call.args,
-            facts,
-            hosts: &self.host_lists,
-        };
+        let env = Env::new(&call.args, facts, &self.host_lists);
         for rule_id in tool.rules.iter() {
             let rule = &self.rules[rule_id.index()];
             let truth = rule.cond.eval(&env);
@@ -154,6 +151,9 @@ impl Policy {
                     (true, "unknown: facts absent, the rule fails open")
                 }
                 Truth::Unknown(ABSENT) => (false, "unknown: facts absent, the rule fails closed"),
+                Truth::Unknown(f) if f & AMBIGUOUS != 0 => {
+                    (false, "unknown: a URL is ambiguous, the rule fails closed")
+                }
                 Truth::Unknown(_) => (false, "unknown: an operand is missing or of the wrong type"),
             };
             let detail = format!("{outcome}; {}", looked.join("; "));
@@ -239,14 +239,12 @@ impl Policy {
         let holds = eval_test(path, test, env) == Truth::True;
         let test_text = match test {
             Test::InHosts(id) => {
-                let list = &self.host_lists[id.index()].name;
+                let list = &self.host_lists[id.index()];
                 let host = match found {
-                    Found::Json(Value::String(s)) => url::Url::parse(s)
-                        .ok()
-                        .and_then(|u| u.host_str().map(|h| format!("host \"{h}\"")))
-                        .unwrap_or_else(|| "no parseable host".into()),
+                    Found::Json(Value::String(s)) => list.describe_url(s),
                     _ => "not a string".into(),
                 };
+                let list = &list.name;
                 let rel = if holds { "in" } else { "not in" };
                 return format!("{name} = {shown}: {host} {rel} {list}");
             }

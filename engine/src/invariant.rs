@@ -463,11 +463,11 @@ impl Ctx<'_> {
                 let Some(call) = self.request.calls.get(self.call) else {
                     return K::U;
                 };
-                let env = Env {
-                    args: &call.args,
-                    facts: crate::view::FactsRef::Owned(&self.request.facts),
-                    hosts: self.hosts,
-                };
+                let env = Env::new(
+                    &call.args,
+                    crate::view::FactsRef::Owned(&self.request.facts),
+                    self.hosts,
+                );
                 match cond.eval(&env) {
                     Truth::True => K::T,
                     Truth::False => K::F,

@@ -42,6 +42,7 @@ mod request_check;
 mod response;
 mod sessions;
 mod strict_json;
+mod strict_url;
 mod suggest;
 mod tool_set;
 mod vault;

@@ -84,6 +84,9 @@ pub(crate) struct RuleInfo {
     pub(crate) cond: Cond,
     pub(crate) fail_open: bool,
     pub(crate) refusal: Arc<str>,
+    /// For a rule that tests a host list: the refusal for each URL ambiguity, indexed by
+    /// `Ambiguity as usize` (empty otherwise).
+    pub(crate) url_refusals: Box<[Arc<str>]>,
     /// What the rule requires, in words (shown to the model when the tool is offered).
     pub(crate) requirement: Arc<str>,
     /// The rule's slot in the per-batch memo, when its condition reads no call arguments

@@ -21,6 +21,7 @@ impl<'a> HostLookup<'a> {
     }
 }
 use crate::response::DenyKind;
+use crate::strict_url::Ambiguity;
 use toolgate_lang::ast::{CallValue, Expr, ExprKind, Literal, Predicate};
 
 const NOT_HAPPENED: &str = "This did NOT happen. Do not tell the user it did.";
@@ -78,6 +79,23 @@ pub(crate) fn rule(
         ),
         DenyKind::Host => format!("Blocked: {desc}. {NOT_HAPPENED} Use an allowed source instead."),
         _ => format!("Blocked by rule `{name}`: {desc}. {NOT_HAPPENED}"),
+    }
+}
+
+/// For a rule that denied because a URL it checks is ambiguous: what is ambiguous, then the
+/// author's refusal, or else what the rule requires.
+pub(crate) fn ambiguous_url(
+    name: &str,
+    custom: Option<&str>,
+    requirement: &str,
+    why: Ambiguity,
+) -> String {
+    let why = why.text();
+    match custom {
+        Some(text) => format!("{text} (The URL was refused because {why}.)"),
+        None => format!(
+            "Blocked: {why}, so the host it names cannot be checked. {NOT_HAPPENED} Rule `{name}`: {requirement}. Write the URL plainly, as scheme://host/path, and call again."
+        ),
     }
 }
 

@@ -222,6 +222,10 @@ pub struct HostsDecl {
     pub entries: Vec<Spanned<String>>,
     /// Whether a `schemes` entry was written at all.
     pub schemes_given: bool,
+    /// `userinfo allow|deny`: whether a URL may carry a user name (`user@host`).
+    pub userinfo: Option<Spanned<bool>>,
+    /// `idn allow|deny`: whether a URL's host may be an internationalised name.
+    pub idn: Option<Spanned<bool>>,
     /// The whole declaration.
     pub span: Span,
 }

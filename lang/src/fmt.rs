@@ -331,10 +331,12 @@ impl Layout<'_> {
                     self.selectors(1, kw, sel, "", r);
                 }
             }
-            Rule::max_turns | Rule::refusal | Rule::on_missing => {
+            Rule::max_turns | Rule::refusal | Rule::on_missing | Rule::userinfo | Rule::idn => {
                 let kw = match rule {
                     Rule::max_turns => "max_turns",
                     Rule::refusal => "refusal",
+                    Rule::userinfo => "userinfo",
+                    Rule::idn => "idn",
                     _ => "on_missing",
                 };
                 let value = inner.next().map(|v| text(&v)).unwrap_or_default();

@@ -58,6 +58,9 @@ fn erase_policy(p: &mut Policy) {
                 ident(&mut h.name);
                 h.schemes.iter_mut().for_each(|s| s.span = Span::default());
                 h.entries.iter_mut().for_each(|s| s.span = Span::default());
+                for option in [&mut h.userinfo, &mut h.idn].into_iter().flatten() {
+                    option.span = Span::default();
+                }
             }
             Item::Rule(r) => {
                 r.span = Span::default();

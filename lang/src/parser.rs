@@ -592,6 +592,8 @@ impl Builder {
             schemes: Vec::new(),
             entries: Vec::new(),
             schemes_given: false,
+            userinfo: None,
+            idn: None,
             span,
         };
         let mut allow_seen = false;
@@ -609,6 +611,21 @@ impl Builder {
                             node: id.name,
                             span: id.span,
                         });
+                    }
+                }
+                Rule::userinfo | Rule::idn => {
+                    let (slot, word) = if entry.as_rule() == Rule::userinfo {
+                        (&mut hosts.userinfo, "userinfo")
+                    } else {
+                        (&mut hosts.idn, "idn")
+                    };
+                    let given = slot.is_some();
+                    *slot = entry.into_inner().next().map(|m| Spanned {
+                        node: m.as_str() == "allow",
+                        span: espan,
+                    });
+                    if given {
+                        self.duplicate(word, espan);
                     }
                 }
                 Rule::allow_hosts => {

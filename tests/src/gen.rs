@@ -178,6 +178,10 @@ pub enum Decl {
         schemes: Option<Vec<&'static str>>,
         /// Entries (indexes into [`HOST_ENTRIES`]).
         allow: Vec<usize>,
+        /// `userinfo allow`.
+        userinfo: bool,
+        /// `idn allow` (always when an entry is internationalised, which needs it).
+        idn: bool,
     },
     /// `rule NAME for SELS { .. }`.
     Rule {
@@ -352,11 +356,19 @@ impl Spec {
                     name,
                     schemes,
                     allow,
+                    userinfo,
+                    idn,
                 } => {
                     t.extend(["hosts".into(), HOST_LISTS[*name].into(), "{".into()]);
                     if let Some(s) = schemes {
                         t.push("schemes".into());
                         push_list(&mut t, s.iter().map(|x| x.to_string()), false);
+                    }
+                    if *userinfo {
+                        t.extend(["userinfo".into(), "allow".into()]);
+                    }
+                    if *idn {
+                        t.extend(["idn".into(), "allow".into()]);
                     }
                     t.push("allow".into());
                     push_list(
@@ -639,6 +651,7 @@ pub fn spec() -> impl Strategy<Value = Spec> {
                 Just(vec![]),
             ]),
             prop::collection::vec(0..HOST_ENTRIES.len(), 0..4),
+            any::<(bool, bool)>(),
         ),
         0..3,
     );
@@ -705,13 +718,16 @@ pub fn spec() -> impl Strategy<Value = Spec> {
                 decls.push(Decl::Class(c, tools[cut..].to_vec()));
             }
             let mut blocks = Vec::new();
-            for (i, (schemes, allow)) in hosts.into_iter().enumerate() {
+            for (i, (schemes, allow, (userinfo, idn))) in hosts.into_iter().enumerate() {
                 let mut allow = allow;
                 allow.dedup();
+                let idn = idn || allow.iter().any(|&e| HOST_ENTRIES[e].contains("xn--"));
                 blocks.push(Decl::Hosts {
                     name: i,
                     schemes,
                     allow,
+                    userinfo,
+                    idn,
                 });
             }
             for (i, (tools, max_turns, refusal)) in stages.into_iter().enumerate() {
@@ -799,6 +815,13 @@ pub fn url() -> impl Strategy<Value = Value> {
             "https://xn--bcher-kva.de/",
             "https://Bücher.de/",
             "https://example.com@evil.io/",
+            "https://user:pw@a.example.com/",
+            "https://b\u{fc}cher.de/",
+            "https://example.com\\@evil.io/",
+            "https://example.com?@evil.io/",
+            "https://example%2Ecom/",
+            "https://0x0a.0.0.1/x",
+            "https:example.com",
             "mailto:a@example.com",
             "/docs/x",
             "example.com",

@@ -433,23 +433,32 @@ impl Ctx<'_> {
                 None => wrong,
             },
             Predicate::InHosts(name) => match v.as_str() {
-                Some(s) => truth(self.host_allowed(&name.name, s)),
+                Some(s) => self.host_allowed(&name.name, s).map_or(wrong, truth),
                 None => wrong,
             },
         }
     }
 
-    /// "Host allowlists".
-    fn host_allowed(&self, list: &str, raw: &str) -> bool {
+    /// "Host allowlists": whether the URL's host is on the list, or `None` when the URL is
+    /// ambiguous (the test is then unknown, so the rule denies).
+    fn host_allowed(&self, list: &str, raw: &str) -> Option<bool> {
         let Some(h) = self.policy.items.iter().find_map(|i| match i {
             Item::Hosts(h) if h.name.name == list => Some(h),
             _ => None,
         }) else {
-            return false;
+            return Some(false);
         };
-        let Ok(u) = url::Url::parse(raw) else {
-            return false;
-        };
+        let option = |o: &Option<Spanned<bool>>| o.as_ref().is_some_and(|o| o.node);
+        // "a backslash, whitespace or a control character anywhere"
+        if raw
+            .chars()
+            .any(|c| c == '\\' || c == ' ' || c.is_ascii_control())
+        {
+            return None;
+        }
+        // "the URL starts with a scheme"; "a URL of a scheme the list does not take is not on it"
+        let scheme_re = regex::Regex::new(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$").ok()?;
+        let caps = scheme_re.captures(raw)?;
         let schemes: Vec<String> = if h.schemes_given {
             h.schemes
                 .iter()
@@ -458,30 +467,116 @@ impl Ctx<'_> {
         } else {
             vec!["https".to_string()]
         };
-        if !schemes.contains(&u.scheme().to_ascii_lowercase()) {
-            return false;
+        if !schemes.contains(&caps[1].to_ascii_lowercase()) {
+            return Some(false);
         }
-        let host = match u.host() {
-            None => return false,
-            Some(url::Host::Ipv4(ip)) => {
-                return h
-                    .entries
-                    .iter()
-                    .any(|e| entry_ip(&e.node) == Some(ip.to_string()))
+        // "exactly two slashes"
+        let after = caps[2].strip_prefix("//")?;
+        if after.starts_with('/') {
+            return None;
+        }
+        // "at most one `@`; none before the first `/` together with `?`, `#` or `;`"
+        if after.matches('@').count() > 1 {
+            return None;
+        }
+        let before_path = after.split('/').next().unwrap_or("");
+        if before_path.contains('@') && before_path.contains(['?', '#', ';']) {
+            return None;
+        }
+        let authority = after.split(['/', '?', '#']).next().unwrap_or("");
+        // "no percent-encoding in the authority"
+        if authority.contains('%') {
+            return None;
+        }
+        // "userinfo only with `userinfo allow`, and then plain"
+        let host_port = match authority.split_once('@') {
+            Some((info, rest)) => {
+                let plain = regex::Regex::new(r"^[A-Za-z0-9._~-]*(:[A-Za-z0-9._~-]*)?$").ok()?;
+                if !option(&h.userinfo) || !plain.is_match(info) {
+                    return None;
+                }
+                rest
             }
-            Some(url::Host::Ipv6(ip)) => {
-                return h
-                    .entries
-                    .iter()
-                    .any(|e| entry_ip(&e.node) == Some(format!("[{ip}]")))
-            }
-            Some(url::Host::Domain(d)) => d.to_ascii_lowercase(),
+            None => authority,
         };
-        let host = host.strip_suffix('.').unwrap_or(&host).to_string();
-        h.entries.iter().any(|e| match e.node.strip_prefix('.') {
-            Some(suffix) => normalise(suffix).is_some_and(|s| host.ends_with(&format!(".{s}"))),
-            None => normalise(&e.node).is_some_and(|s| host == s),
-        })
+        let hp = regex::Regex::new(r"^(\[[^\]]*\]|[^:\[\]]*)(?::(.*))?$").ok()?;
+        let caps = hp.captures(host_port)?;
+        // "a port from 1 to 65535"
+        if let Some(port) = caps.get(2) {
+            let p = port.as_str();
+            let n: u32 = p.parse().ok()?;
+            if p.len() > 5 || !p.bytes().all(|b| b.is_ascii_digit()) || !(1..=65535).contains(&n) {
+                return None;
+            }
+        }
+        let host = caps.get(1)?.as_str();
+        let ip_listed = |ip: String| {
+            h.entries
+                .iter()
+                .any(|e| entry_ip(&e.node) == Some(ip.clone()))
+        };
+        if let Some(inner) = host.strip_prefix('[') {
+            let ip: std::net::Ipv6Addr = inner.strip_suffix(']')?.parse().ok()?;
+            return Some(ip_listed(format!("[{ip}]")));
+        }
+        if host.is_empty() {
+            return None;
+        }
+        let idn = option(&h.idn);
+        let mut name = host.to_string();
+        let punycode = |n: &str| {
+            n.split('.')
+                .any(|l| l.to_ascii_lowercase().starts_with("xn--"))
+        };
+        if !host.is_ascii() || punycode(host) {
+            if !idn
+                || !host
+                    .chars()
+                    .all(|c| !c.is_ascii() || c.is_ascii_alphanumeric() || c == '-' || c == '.')
+            {
+                return None;
+            }
+            // "already in the normal form every IDNA version agrees on"
+            let ascii = url::quirks::domain_to_ascii(host);
+            let back = url::quirks::domain_to_unicode(&ascii);
+            let lower = host.to_ascii_lowercase();
+            let normal = if host.is_ascii() {
+                ascii == lower
+            } else {
+                back == lower
+            };
+            if ascii.is_empty()
+                || !normal
+                || back.contains(['\u{DF}', '\u{3C2}', '\u{200C}', '\u{200D}'])
+            {
+                return None;
+            }
+            name = ascii;
+        }
+        // "letters, digits, `-` and `.`; no empty label; at most 253 characters"
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        {
+            return None;
+        }
+        let trimmed = name.strip_suffix('.').unwrap_or(&name).to_ascii_lowercase();
+        if trimmed.is_empty() || trimmed.split('.').any(str::is_empty) || trimmed.len() > 253 {
+            return None;
+        }
+        // "a host ending in a number is an IP address only as four plain decimal parts"
+        let last = trimmed.rsplit('.').next().unwrap_or("");
+        if last.starts_with(|c: char| c.is_ascii_digit()) {
+            let quad = regex::Regex::new(r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$").ok()?;
+            if !quad.is_match(&name) {
+                return None;
+            }
+            return Some(ip_listed(name));
+        }
+        Some(h.entries.iter().any(|e| match e.node.strip_prefix('.') {
+            Some(suffix) => normalise(suffix).is_some_and(|s| trimmed.ends_with(&format!(".{s}"))),
+            None => normalise(&e.node).is_some_and(|s| trimmed == s),
+        }))
     }
 
     /// "Built-in preconditions".
