@@ -14,6 +14,7 @@ use crate::policy::{FixedRefusals, LatchInfo, Policy, RuleInfo, StageInfo, ToolI
 use crate::refusal;
 use crate::response::DenyKind;
 use crate::tool_set::ToolSet;
+use crate::vault::{Kinds, Permit};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use toolgate_lang::ast::{
     self, CallValue, CmpOp, ExprKind, Item, Literal, PathRoot, PathSegment, Selector, Spanned,
     ToolClass,
 };
-use toolgate_lang::{Diagnostic, SourceFile, Span};
+use toolgate_lang::{did_you_mean, Diagnostic, SourceFile, Span};
 
 /// The largest window a precondition may scan; larger ones are clamped with a warning.
 pub const MAX_WINDOW: usize = 50;
@@ -92,6 +93,7 @@ impl Policy {
             host_index: HashMap::new(),
             host_lists: Vec::new(),
             host_spans: HashMap::new(),
+            in_untargeted_rule: false,
         };
         let built = c.policy(&ast);
         c.check_imports(&imported);
@@ -132,6 +134,8 @@ pub(crate) struct Compiler {
     host_index: HashMap<String, HostListId>,
     host_lists: Vec<HostList>,
     host_spans: HashMap<String, Span>,
+    /// True while lowering the conditions of a rule that applies to no tool.
+    in_untargeted_rule: bool,
 }
 
 /// Everything compiled, before it is frozen into a [`Policy`].
@@ -215,6 +219,7 @@ impl Compiler {
                 .collect(),
             host_lists: policy.host_lists.clone(),
             host_spans: HashMap::new(),
+            in_untargeted_rule: false,
         }
     }
 
@@ -328,11 +333,9 @@ impl Compiler {
                                 set.insert(*id);
                                 staged[id.index()] = true;
                             }
-                            None => self.warn(
-                                t.span,
-                                format!("tool `{}` is allowed in stage `{}` but never classified", t.name, decl.name.name),
-                                format!("classify it (`write {0}`, `ingest {0}` or `read {0}`); until then every call to it is denied as unclassified", t.name),
-                            ),
+                            None => {
+                                self.unclassified_tool(t, &format!("stage `{}`", decl.name.name))
+                            }
                         }
                     }
                     let name = &decl.name.name;
@@ -383,10 +386,11 @@ impl Compiler {
                             "add `blocks write` or name the tools it blocks",
                         );
                     }
-                    for id in self.select(&decl.set_by, "latch") {
+                    let what = format!("latch `{}`", decl.name.name);
+                    for id in self.select(&decl.set_by, &what) {
                         tools[id.index()].sets |= bit;
                     }
-                    for id in self.select(&decl.blocks, "latch") {
+                    for id in self.select(&decl.blocks, &what) {
                         tools[id.index()].blocked_by |= bit;
                     }
                     let refusal: Arc<str> = match &decl.refusal {
@@ -407,7 +411,8 @@ impl Compiler {
                     rule_spans.insert(decl.name.name.clone(), decl.name.span);
                     if let Some(rule) = self.rule(decl) {
                         let id = RuleId(rules.len() as u32);
-                        for t in self.select(&decl.targets, "rule") {
+                        let what = format!("rule `{}`", decl.name.name);
+                        for t in self.select(&decl.targets, &what) {
                             if !tool_rules[t.index()].contains(&id) {
                                 tool_rules[t.index()].push(id);
                             }
@@ -417,36 +422,20 @@ impl Compiler {
                 }
                 Item::Detokenise(decl) => {
                     let Some(id) = self.tool_index.get(&decl.tool.name).copied() else {
-                        self.error(
-                            Diagnostic::error(
-                                decl.tool.span,
-                                format!(
-                                    "`detokenise` names tool `{}`, which is never classified",
-                                    decl.tool.name
-                                ),
-                            )
-                            .with_help("classify the tool, or fix the name"),
-                        );
+                        self.unclassified_tool(&decl.tool, "`detokenise`");
                         continue;
                     };
                     if let Some(first) = detokenise_spans.insert(id, decl.tool.span) {
                         self.duplicate_name("`detokenise` for tool", &decl.tool, first);
                         continue;
                     }
-                    let mut paths = Vec::new();
-                    for path in &decl.paths {
-                        if path.root != PathRoot::Args || path.segments.is_empty() {
-                            self.error(
-                                Diagnostic::error(path.span, "a `detokenise` path must name an argument")
-                                    .with_help("write `args.NAME` (or a deeper path such as `args.patient.nhs_number`)"),
-                            );
-                            continue;
-                        }
-                        if let Some(p) = self.path(path) {
-                            paths.push(p.segs);
+                    let mut permits = Vec::new();
+                    for p in &decl.paths {
+                        if let Some(permit) = self.detokenise_path(p) {
+                            permits.push(permit);
                         }
                     }
-                    tools[id.index()].detokenise = paths.into_boxed_slice();
+                    tools[id.index()].detokenise = permits.into_boxed_slice();
                 }
                 Item::SanitiseOutput(decl) => {
                     for t in self.select(&decl.targets, "`sanitise_output`") {
@@ -482,6 +471,78 @@ impl Compiler {
             rules,
             host_lists: std::mem::take(&mut self.host_lists),
         })
+    }
+
+    /// One `detokenise` path: an argument path and the token kinds it accepts.
+    fn detokenise_path(&mut self, p: &ast::DetokenisePath) -> Option<Permit> {
+        let path = &p.path;
+        if path.root != PathRoot::Args || path.segments.is_empty() {
+            self.error(
+                Diagnostic::error(path.span, "a `detokenise` path must name an argument")
+                    .with_help("write `args.NAME: KIND` (or a deeper path such as `args.patient.nhs_number: NHS_NUMBER`)"),
+            );
+            return None;
+        }
+        let segs = self.path(path)?.segs;
+        let shown = self
+            .source
+            .text()
+            .get(path.span.start..path.span.end)
+            .unwrap_or("args")
+            .to_string();
+        let Some(kinds) = &p.kinds else {
+            self.error(
+                Diagnostic::error(path.span, format!("`{shown}` does not say which token kinds it unwraps"))
+                    .with_label("no kinds")
+                    .with_help(format!("write `{shown}: KIND` (a token's name without its `_NN` index: `SORT_CODE` for `<VAULT:SORT_CODE_01>`), `{shown}: [KIND, ..]`, or `{shown}: any` for free text that may carry every kind; without kinds a model could route any token here and have its cleartext sent")),
+            );
+            return None;
+        };
+        if kinds.node.is_empty() {
+            self.error(
+                Diagnostic::error(kinds.span, format!("`{shown}` accepts no token kind"))
+                    .with_help("name at least one kind, or remove the path"),
+            );
+            return None;
+        }
+        let mut named: Vec<Box<str>> = Vec::new();
+        let mut any = None;
+        for k in &kinds.node {
+            match &k.node {
+                ast::TokenKind::Any => any = Some(k.span),
+                ast::TokenKind::Named(name) => {
+                    if !crate::vault::is_token_kind(name) {
+                        self.error(
+                            Diagnostic::error(k.span, format!("`{name}` can never be a token kind"))
+                                .with_help("a kind is made of letters, digits, `_`, `-` and `:`, as in the token `<VAULT:KIND_01>`"),
+                        );
+                        return None;
+                    }
+                    if crate::vault::kind_of(name) != name {
+                        self.warn(
+                            k.span,
+                            format!("token kind `{name}` ends in an index, so it matches only tokens such as `<VAULT:{name}_01>`"),
+                            format!("a token's kind is its name without the trailing `_NN`; write `{}`", crate::vault::kind_of(name)),
+                        );
+                    }
+                    named.push(name.as_str().into());
+                }
+            }
+        }
+        let kinds = match any {
+            Some(span) => {
+                if !named.is_empty() {
+                    self.warn(
+                        span,
+                        format!("`{shown}` lists kinds and `any`, so it unwraps every kind"),
+                        "keep `any` alone, or list only the kinds the argument should receive",
+                    );
+                }
+                Kinds::Any
+            }
+            None => Kinds::Only(named.into_boxed_slice()),
+        };
+        Some(Permit { path: segs, kinds })
     }
 
     fn duplicate_name(&mut self, what: &str, name: &ast::Ident, first: Span) {
@@ -616,7 +677,35 @@ impl Compiler {
             .push(HostList::new(&decl.name.name, schemes, patterns));
     }
 
-    /// Resolves selectors to tool ids; unknown tools get a warning.
+    /// Reports a tool name that is never classified, used by `what` (`rule \`r\``, ...).
+    ///
+    /// An error, not a warning: the name is almost always a misspelling of a classified tool,
+    /// and the guard it was written for would silently not apply to that tool.
+    pub(crate) fn unclassified_tool(&mut self, t: &ast::Ident, what: &str) {
+        let d = self.unclassified_diagnostic(t, what);
+        self.error(d);
+    }
+
+    /// The diagnostic [`Compiler::unclassified_tool`] reports, for callers that add to it.
+    pub(crate) fn unclassified_diagnostic(&self, t: &ast::Ident, what: &str) -> Diagnostic {
+        let close = did_you_mean(&t.name, self.tools.iter().map(|(n, _, _)| n.as_str()))
+            .map(str::to_string);
+        let help = match close {
+            Some(close) => format!("did you mean `{close}`?"),
+            None => format!(
+                "classify it (`write {0}`, `egress {0}`, `ingest {0}` or `read {0}`), or fix the name",
+                t.name
+            ),
+        };
+        Diagnostic::error(
+            t.span,
+            format!("{what} names tool `{}`, which is never classified", t.name),
+        )
+        .with_label("never classified")
+        .with_help(help)
+    }
+
+    /// Resolves selectors to tool ids; a tool name that is never classified is an error.
     fn select(&mut self, selectors: &[Selector], what: &str) -> Vec<ToolId> {
         let mut out = Vec::new();
         for sel in selectors {
@@ -632,11 +721,7 @@ impl Compiler {
                 }
                 Selector::Tool(t) => match self.tool_index.get(&t.name) {
                     Some(id) => out.push(*id),
-                    None => self.warn(
-                        t.span,
-                        format!("{what} names tool `{}`, which is never classified", t.name),
-                        "classify the tool, or fix the name",
-                    ),
+                    None => self.unclassified_tool(t, what),
                 },
             }
         }
@@ -663,9 +748,13 @@ impl Compiler {
         }
         let mut cats = Categories::default();
         let mut conds = Vec::new();
+        self.in_untargeted_rule = decl.targets.is_empty();
         for e in &decl.requires {
-            conds.push(self.cond(e, &mut cats)?);
+            let cond = self.cond(e, &mut cats);
+            conds.push(cond);
         }
+        self.in_untargeted_rule = false;
+        let conds: Vec<Cond> = conds.into_iter().collect::<Option<_>>()?;
         let kind = cats.kind();
         let cond = Cond::all(conds);
         let fail_open = match &decl.on_missing {
@@ -969,14 +1058,15 @@ impl Compiler {
                 if name == "field_filled" {
                     Some(Cond::FieldFilled(word.into()))
                 } else {
-                    if !self.tool_index.contains_key(&word) {
-                        self.warn(
-                            v.span,
-                            format!(
-                                "`called_before` names tool `{word}`, which is never classified"
-                            ),
-                            "check the tool name",
-                        );
+                    // A rule that applies to no tool (a library module's `for []`) is never
+                    // evaluated; its names are checked where it is imported for a tool.
+                    if !self.tool_index.contains_key(&word) && !self.in_untargeted_rule {
+                        let t = ast::Ident {
+                            name: word.clone(),
+                            span: v.span,
+                        };
+                        self.unclassified_tool(&t, "`called_before`");
+                        return None;
                     }
                     Some(Cond::CalledBefore(word.into()))
                 }

@@ -72,7 +72,13 @@ fn erase_policy(p: &mut Policy) {
             Item::Detokenise(d) => {
                 d.span = Span::default();
                 ident(&mut d.tool);
-                d.paths.iter_mut().for_each(|p| p.span = Span::default());
+                for p in &mut d.paths {
+                    p.path.span = Span::default();
+                    if let Some(kinds) = &mut p.kinds {
+                        kinds.span = Span::default();
+                        kinds.node.iter_mut().for_each(|k| k.span = Span::default());
+                    }
+                }
             }
             Item::SanitiseOutput(d) => {
                 d.span = Span::default();

@@ -689,6 +689,40 @@ pub fn spec() -> impl Strategy<Value = Spec> {
             )
         })
         .prop_map(|(classes, hosts, stages, latches, rules, seed)| {
+            // A policy may name only tools it classifies (anything else is a compile error):
+            // a tool that `called_before` names gets a class, and stage lists and selectors
+            // drop the others. Requests still call unclassified tools (see [`STRANGERS`]).
+            let mut classes = classes;
+            let mut called = Vec::new();
+            for (_, requires, _, _) in &rules {
+                requires
+                    .iter()
+                    .for_each(|c| called_before_tools(c, &mut called));
+            }
+            for i in called {
+                classes[i].get_or_insert(Class::Read);
+            }
+            let known = |i: &usize| classes[*i].is_some();
+            let keep = |sels: Sels| Sels {
+                items: sels
+                    .items
+                    .into_iter()
+                    .filter(|s| !matches!(s, Sel::Tool(t) if !known(t)))
+                    .collect(),
+                bracketed: sels.bracketed,
+            };
+            let stages: Vec<_> = stages
+                .into_iter()
+                .map(|(tools, m, r)| (tools.map(|t| t.into_iter().filter(known).collect()), m, r))
+                .collect();
+            let latches: Vec<_> = latches
+                .into_iter()
+                .map(|(set_by, blocks, r)| (set_by.map(keep), blocks.map(keep), r))
+                .collect();
+            let rules: Vec<_> = rules
+                .into_iter()
+                .map(|(targets, requires, r, m)| (keep(targets), requires, r, m))
+                .collect();
             let mut decls = Vec::new();
             for c in [Class::Write, Class::Ingest, Class::Read] {
                 let tools: Vec<usize> = (0..TOOLS.len())
@@ -754,6 +788,25 @@ pub fn spec() -> impl Strategy<Value = Spec> {
             }
             Spec { decls }
         })
+}
+
+/// The tools (indexes into [`TOOLS`]) that `called_before` calls in `c` name.
+fn called_before_tools(c: &Cond, out: &mut Vec<usize>) {
+    match c {
+        Cond::Call(text) => {
+            if let Some(arg) = text
+                .strip_prefix("called_before(")
+                .and_then(|t| t.strip_suffix(')'))
+            {
+                out.extend((0..TOOLS.len()).filter(|&i| tool_text(i) == arg));
+            }
+        }
+        Cond::And(parts) | Cond::Or(parts) => {
+            parts.iter().for_each(|p| called_before_tools(p, out));
+        }
+        Cond::Not(inner) | Cond::Paren(inner) => called_before_tools(inner, out),
+        Cond::Bool(_) | Cond::Test(_) => {}
+    }
 }
 
 /// A JSON value an argument may hold: near the policy's literals, of every JSON type.

@@ -254,7 +254,8 @@ fn fail_open_is_reported_only_on_the_decisions_it_applied_to() {
 const OVERRIDES: &str = r#"
 module overrides
 write strict_pay, strict_invoice, strict_modify, strict_book, open_pay
-stage s { tools [strict_pay, strict_invoice, strict_modify, strict_book, open_pay] }
+read verify
+stage s { tools [strict_pay, strict_invoice, strict_modify, strict_book, open_pay, verify] }
 rule media_strict for strict_pay {
   require client_sent_media(within: 5, kinds: [image])
   on_missing deny
