@@ -126,6 +126,32 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// The policy, or, when it carries any warning, a [`CompileError`] holding every warning
+    /// as an error: what `--deny-warnings` does. A warning names something that compiles but
+    /// probably does not guard what its author meant; a deployment that cannot afford that
+    /// refuses the policy instead.
+    pub fn deny_warnings(self) -> Result<Policy, CompileError> {
+        if self.warnings.is_empty() {
+            return Ok(self);
+        }
+        let diagnostics = self
+            .warnings
+            .iter()
+            .cloned()
+            .map(|mut d| {
+                d.severity = toolgate_lang::Severity::Error;
+                let help = d.help.take().unwrap_or_default();
+                d.with_help(format!("{help} (a warning, denied by `--deny-warnings`)"))
+            })
+            .collect();
+        Err(CompileError {
+            source_file: self.source.clone(),
+            diagnostics,
+        })
+    }
+}
+
 pub(crate) struct Compiler {
     source: SourceFile,
     diags: Vec<Diagnostic>,

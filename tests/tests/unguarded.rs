@@ -131,9 +131,9 @@ fn an_imported_rule_retargeted_at_a_misspelt_tool_is_an_error() {
 fn the_issue_example_no_longer_compiles() {
     // `rule r for send_emails` used to warn, exit 0 and leave `send_email` unguarded.
     let src = "module m\negress send_email\nstage s { tools [send_email] }\nrule r for send_emails {\n  require args.to matches \"^[a-z]+@example\\\\.com$\"\n}\n";
-    let err = Policy::compile("m.gate", src)
-        .err()
-        .expect("must not compile");
+    let Err(err) = Policy::compile("m.gate", src) else {
+        panic!("must not compile");
+    };
     assert!(err
         .diagnostics
         .iter()
