@@ -330,6 +330,8 @@ impl Compiler {
         let mut rules: Vec<RuleInfo> = Vec::new();
         let mut rule_spans: HashMap<String, Span> = HashMap::new();
         let mut detokenise_spans: HashMap<ToolId, Span> = HashMap::new();
+        // Per rule: true when it fails open without the author having said `on_missing allow`.
+        let mut open_by_default: Vec<bool> = Vec::new();
 
         // Pass 2: stages, latches and rules in source order.
         for item in &ast.items {
@@ -443,6 +445,7 @@ impl Compiler {
                                 tool_rules[t.index()].push(id);
                             }
                         }
+                        open_by_default.push(rule.fail_open && decl.on_missing.is_none());
                         rules.push(rule);
                     }
                 }
@@ -481,6 +484,7 @@ impl Compiler {
                 );
             }
         }
+        self.check_fail_open_guards(&tool_rules, &rules, &open_by_default);
         for (t, r) in tools.iter_mut().zip(tool_rules) {
             t.rules = r.into_boxed_slice();
         }
@@ -497,6 +501,39 @@ impl Compiler {
             rules,
             host_lists: std::mem::take(&mut self.host_lists),
         })
+    }
+
+    /// Warns about each `write`/`egress` tool whose every rule fails open, when one of them
+    /// does so only by default: a request without the facts those rules read lets every
+    /// call of the tool through, and nobody wrote that down.
+    fn check_fail_open_guards(
+        &mut self,
+        tool_rules: &[Vec<RuleId>],
+        rules: &[RuleInfo],
+        open_by_default: &[bool],
+    ) {
+        for (i, (name, class, span)) in self.tools.clone().iter().enumerate() {
+            let ids = &tool_rules[i];
+            let consequential = matches!(class, ToolClass::Write | ToolClass::Egress);
+            let all_open = ids.iter().all(|r| rules[r.index()].fail_open);
+            let silent = ids.iter().any(|r| open_by_default[r.index()]);
+            if !consequential || ids.is_empty() || !all_open || !silent {
+                continue;
+            }
+            let names: Vec<String> = ids
+                .iter()
+                .map(|r| format!("`{}`", rules[r.index()].name))
+                .collect();
+            self.warn(
+                *span,
+                format!(
+                    "`{}` tool `{name}` is guarded only by rules that fail open ({}): a request without the facts they read lets every call through",
+                    class.as_str(),
+                    names.join(", ")
+                ),
+                "write `on_missing deny` in one of them (or add a rule that fails closed) so such a request is refused, or `on_missing allow` in each to say failing open is intended",
+            );
+        }
     }
 
     /// One `detokenise` path: an argument path and the token kinds it accepts.
@@ -772,6 +809,9 @@ impl Compiler {
                 "name its tools after `for`",
             );
         }
+        for e in &decl.requires {
+            self.check_always_true(e, &decl.name.name);
+        }
         let mut cats = Categories::default();
         let mut conds = Vec::new();
         self.in_untargeted_rule = decl.targets.is_empty();
@@ -787,6 +827,20 @@ impl Compiler {
             Some(m) => m.node == ast::OnMissing::Allow,
             None => kind == DenyKind::Precondition,
         };
+        let mut custom = Vec::new();
+        cond.collect_custom_facts(&mut custom);
+        if let (Some(m), Some(first)) = (&decl.on_missing, custom.first()) {
+            if m.node == ast::OnMissing::Allow {
+                self.warn(
+                    m.span,
+                    format!(
+                        "rule `{}` reads custom facts (`facts.{first}`) and fails open: a request that leaves them out is allowed",
+                        decl.name.name
+                    ),
+                    "custom facts come only from the executor, and one that fails to send them should not open the tool; drop the line (rules that read facts fail closed by default)",
+                );
+            }
+        }
         if fail_open && !cats.reads_facts() {
             if let Some(m) = &decl.on_missing {
                 self.warn(
@@ -884,7 +938,10 @@ impl Compiler {
                         .size_limit(REGEX_SIZE_LIMIT)
                         .build()
                     {
-                        Ok(r) => Test::Matches(r),
+                        Ok(r) => {
+                            self.check_regex(re);
+                            Test::Matches(r)
+                        }
                         Err(err) => {
                             let msg = err.to_string();
                             let last = msg
@@ -906,6 +963,62 @@ impl Compiler {
                 Cond::Test(vp, test)
             }
         })
+    }
+
+    /// Warns about a `require` line that can never deny a call.
+    fn check_always_true(&mut self, e: &ast::Expr, rule: &str) {
+        match crate::lint::always_true(e) {
+            Some(crate::lint::Constant::Always(_)) => self.warn(
+                e.span,
+                format!("this `require` is always true, so it never denies a call of rule `{rule}`"),
+                "a `true` branch makes a whole `or` true; remove it, or write the condition that must hold",
+            ),
+            Some(crate::lint::Constant::WhenKnown(_)) => self.warn(
+                e.span,
+                format!("this `require` is true whenever the values it reads are present and of the type it tests (a condition or its own negation), so rule `{rule}` denies only calls that lack them"),
+                "remove the negated branch, or write the condition that must hold",
+            ),
+            None => {}
+        }
+    }
+
+    /// Warns about a `matches` pattern that accepts more than it seems to: Unicode classes
+    /// where ASCII was meant, and an identifier shape that is not anchored.
+    fn check_regex(&mut self, re: &Spanned<String>) {
+        let found = crate::lint::regex(&re.node);
+        for class in &found.unicode_classes {
+            let (what, instead) = match *class {
+                "\\d" => ("any Unicode digit (`٣`, `５`), not only `0-9`", "[0-9]"),
+                "\\w" => (
+                    "letters and digits of every script (`é`, `ж`, `٣`), not only `A-Za-z0-9_`",
+                    "[A-Za-z0-9_]",
+                ),
+                _ => (
+                    "every Unicode space (U+00A0, U+2003, U+3000, ...), not only ASCII whitespace",
+                    "[ \\t\\r\\n]",
+                ),
+            };
+            self.warn(
+                re.span,
+                format!("`{class}` in a regex matches {what}"),
+                format!(
+                    "write `{instead}` for the ASCII class, or `\\p{{..}}` if Unicode is meant"
+                ),
+            );
+        }
+        if found.repeats_a_class && !found.anchored {
+            let p = re.node.as_str();
+            let core = p.strip_prefix('^').unwrap_or(p);
+            let core = match core.strip_suffix('$') {
+                Some(c) if !c.ends_with('\\') => c,
+                _ => core,
+            };
+            self.warn(
+                re.span,
+                "this pattern checks the shape of a value but is not anchored at both ends, so a value that merely contains a match passes (`matches` finds the pattern anywhere)",
+                format!("anchor every alternative: `^(?:{core})$`"),
+            );
+        }
     }
 
     fn conds(&mut self, parts: &[ast::Expr], cats: &mut Categories) -> Option<Box<[Cond]>> {

@@ -33,6 +33,7 @@ mod hot_swap;
 mod ids;
 mod imports;
 mod invariant;
+mod lint;
 mod name_table;
 mod offer;
 mod policy;

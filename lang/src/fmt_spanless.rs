@@ -16,6 +16,16 @@ impl Policy {
     }
 }
 
+impl Expr {
+    /// A copy of the condition with every span erased, for comparing two conditions by
+    /// meaning (`x or not x`).
+    pub fn without_spans(&self) -> Expr {
+        let mut e = self.clone();
+        expr(&mut e);
+        e
+    }
+}
+
 fn erase_policy(p: &mut Policy) {
     ident(&mut p.module);
     for item in &mut p.items {

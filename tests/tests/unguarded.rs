@@ -156,3 +156,308 @@ fn called_before_in_an_imported_rule_is_checked_where_it_applies() {
     let ok = "module m\nwrite modify_booking\nread verify_identity\nstage s { tools [modify_booking, verify_identity] }\nuse stdlib::money_preconditions::identity_verified for modify_booking\n";
     assert!(Policy::compile("m.gate", ok).is_ok());
 }
+
+// ---- warnings for guards that never deny -------------------------------------------------
+
+/// The warnings of a policy that must compile, as `line:col: message` strings.
+fn warnings(src: &str) -> Vec<String> {
+    let p = toolgate_tests::compile(src);
+    p.warnings()
+        .iter()
+        .map(|w| {
+            let at = p.source().location(w.span.start);
+            let at = at.strip_prefix("test.gate:").unwrap_or(&at);
+            format!("{at}: {}", w.message)
+        })
+        .collect()
+}
+
+/// A one-tool policy whose rule is `require EXPR` (plus `extra` lines in the rule).
+fn rule_policy(expr: &str, extra: &str) -> String {
+    format!(
+        "module m\nwrite act\nread verify\nstage s {{ tools [act, verify] }}\nrule r for act {{\n  require {expr}\n{extra}}}\n"
+    )
+}
+
+#[test]
+fn a_require_that_is_always_true_warns() {
+    for (expr, whole) in [
+        ("args.x == 1 or true", true),
+        ("true", true),
+        ("not false", true),
+        ("true or field_filled(phone)", true),
+        ("(args.a > 1 or true) and true", true),
+        ("args.x == 1 or not args.x == 1", false),
+        ("not args.x == 1 or args.x == 1", false),
+        ("field_filled(phone) or not field_filled(phone)", false),
+        (
+            "args.s matches \"^a$\" or args.t == 2 or not args.s matches \"^a$\"",
+            false,
+        ),
+        (
+            "not (facts.tier == \"a\" and not facts.tier == \"a\")",
+            false,
+        ),
+        ("(args.x == 1 or not args.x == 1) and true", false),
+    ] {
+        let w = warnings(&rule_policy(expr, ""));
+        let want = if whole {
+            "6:11: this `require` is always true, so it never denies a call of rule `r`"
+        } else {
+            "6:11: this `require` is true whenever the values it reads are present and of the type it tests (a condition or its own negation), so rule `r` denies only calls that lack them"
+        };
+        let w: Vec<&String> = w.iter().filter(|w| w.contains("this `require`")).collect();
+        assert_eq!(w, [want], "{expr}");
+    }
+    for expr in [
+        "args.x == 1",
+        "args.x == 1 or args.x == 2",
+        "args.x == 1 or not args.x == 2",
+        "args.x == 1 and true",
+        "not args.x == 1",
+        "false or args.x == 1",
+    ] {
+        assert_eq!(
+            warnings(&rule_policy(expr, "")),
+            Vec::<String>::new(),
+            "{expr}"
+        );
+    }
+}
+
+#[test]
+fn the_always_true_warnings_tell_the_truth() {
+    use serde_json::json;
+    let facts = json!({"stage": "s"});
+    // `or true`: every call passes, whatever its arguments.
+    let p = toolgate_tests::compile(&rule_policy("args.x == 1 or true", ""));
+    for args in [json!({}), json!({"x": 2}), json!({"x": "evil"})] {
+        assert!(toolgate_tests::decide_one(&p, facts.clone(), "act", args).allow);
+    }
+    // `x or not x`: every call with a number `x` passes; only one without it (or with
+    // another type, which a comparison with a number cannot read) is denied.
+    let p = toolgate_tests::compile(&rule_policy("args.x == 1 or not args.x == 1", ""));
+    for args in [
+        json!({"x": 1}),
+        json!({"x": 2}),
+        json!({"x": -7.5}),
+        json!({"x": 1e300}),
+    ] {
+        assert!(toolgate_tests::decide_one(&p, facts.clone(), "act", args).allow);
+    }
+    for args in [json!({}), json!({"x": "evil"}), json!({"x": null})] {
+        assert!(!toolgate_tests::decide_one(&p, facts.clone(), "act", args).allow);
+    }
+}
+
+#[test]
+fn a_write_tool_guarded_only_by_rules_that_fail_open_warns() {
+    let warn = |class: &str, tool: &str, rules: &str| {
+        format!("2:{}: `{class}` tool `{tool}` is guarded only by rules that fail open ({rules}): a request without the facts they read lets every call through", class.len() + 2)
+    };
+    let policy = |class: &str, rules: &str| {
+        format!("module m\n{class} pay\nread verify\nstage s {{ tools [pay, verify] }}\n{rules}")
+    };
+    let open = "rule phone for pay { require field_filled(phone) }\n";
+    let open2 = "rule media for pay { require client_sent_media(within: 5) }\n";
+    let explicit = "rule phone for pay {\n  require field_filled(phone)\n  on_missing allow\n}\n";
+    let explicit2 =
+        "rule media for pay {\n  require client_sent_media(within: 5)\n  on_missing allow\n}\n";
+    let closed = "rule limit for pay { require args.amount <= 10 }\n";
+    let denied = "rule phone for pay {\n  require field_filled(phone)\n  on_missing deny\n}\n";
+    let cases: Vec<(String, Vec<String>)> = vec![
+        (policy("write", open), vec![warn("write", "pay", "`phone`")]),
+        (
+            policy("egress", open),
+            vec![warn("egress", "pay", "`phone`")],
+        ),
+        (
+            policy("write", &format!("{open}{open2}")),
+            vec![warn("write", "pay", "`phone`, `media`")],
+        ),
+        (
+            policy("write", &format!("{explicit}{open2}")),
+            vec![warn("write", "pay", "`phone`, `media`")],
+        ),
+        (
+            policy(
+                "write",
+                "use stdlib::money_preconditions::phone_on_file for pay\n",
+            ),
+            vec![warn("write", "pay", "`phone_on_file`")],
+        ),
+        (policy("write", &format!("{explicit}{explicit2}")), vec![]),
+        (policy("write", &format!("{open}{closed}")), vec![]),
+        (policy("write", denied), vec![]),
+        (
+            policy(
+                "write",
+                "rule r for pay { require field_filled(phone) and args.x == 1 }\n",
+            ),
+            vec![],
+        ),
+        (policy("read", open), vec![]),
+        (policy("ingest", open), vec![]),
+        (policy("write", ""), vec![]),
+    ];
+    for (src, want) in cases {
+        let got: Vec<String> = warnings(&src)
+            .into_iter()
+            .filter(|w| !w.contains("classified but allowed in no stage"))
+            .collect();
+        assert_eq!(got, want, "{src}");
+    }
+    // The warning is true: without the facts, the call runs.
+    let p = toolgate_tests::compile(&policy("write", open));
+    let d = toolgate_tests::decide_one(
+        &p,
+        serde_json::json!({"stage": "s"}),
+        "pay",
+        serde_json::json!({}),
+    );
+    assert!(d.allow && d.fail_open, "{d:?}");
+}
+
+#[test]
+fn on_missing_allow_on_a_rule_reading_custom_facts_warns() {
+    let allow = "  on_missing allow\n";
+    for (expr, fact) in [
+        ("facts.tier == \"gold\"", "tier"),
+        ("facts.account.plan == \"x\" or args.y == 1", "account"),
+        ("args.y == 1 and facts.kyc == true", "kyc"),
+        ("not facts.blocked == true", "blocked"),
+    ] {
+        let w = warnings(&rule_policy(expr, allow));
+        assert!(
+            w.contains(&format!("7:14: rule `r` reads custom facts (`facts.{fact}`) and fails open: a request that leaves them out is allowed")),
+            "{expr}: {w:?}"
+        );
+    }
+    for (expr, extra) in [
+        ("facts.tier == \"gold\"", ""),
+        ("facts.tier == \"gold\"", "  on_missing deny\n"),
+        ("field_filled(phone)", allow),
+        ("facts.fields.phone exists", allow),
+        ("facts.stage == \"s\" and called_before(verify)", allow),
+    ] {
+        let w = warnings(&rule_policy(expr, extra));
+        assert!(
+            !w.iter().any(|w| w.contains("custom facts")),
+            "{expr}: {w:?}"
+        );
+    }
+}
+
+#[test]
+fn unicode_perl_classes_in_a_regex_warn_and_are_truly_unicode() {
+    for (re, classes) in [
+        (r#""^\\d{6}$""#, vec!["\\d"]),
+        (r#"r"^\d+$""#, vec!["\\d"]),
+        (r#"r"^\w+@example\.com$""#, vec!["\\w"]),
+        (r#"r"^\s*[0-9]+\s*$""#, vec!["\\s"]),
+        (r#"r"^[\d\s]+$""#, vec!["\\d", "\\s"]),
+        (r#"r"^(?i)[a-z]+\d$""#, vec!["\\d"]),
+        (r#"r"^(?-u:\d)+$""#, vec![]),
+        (r#"r"^[0-9]+$""#, vec![]),
+        (r#"r"^\\d$""#, vec![]),
+        (r#"r"^\D+$""#, vec![]),
+        (r#"r"^\p{Nd}+$""#, vec![]),
+    ] {
+        let w = warnings(&rule_policy(&format!("args.x matches {re}"), ""));
+        let got: Vec<&String> = w
+            .iter()
+            .filter(|w| w.contains("in a regex matches"))
+            .collect();
+        assert_eq!(got.len(), classes.len(), "{re}: {w:?}");
+        for c in classes {
+            assert!(
+                got.iter()
+                    .any(|w| w.contains(&format!("`{c}` in a regex matches"))),
+                "{re}: {w:?}"
+            );
+        }
+    }
+    let p = toolgate_tests::compile(&rule_policy(r#"args.x matches r"^\d+$""#, ""));
+    assert!(p.warnings()[0]
+        .help
+        .as_deref()
+        .unwrap_or("")
+        .contains("write `[0-9]`"));
+    // The claim is true: Arabic-Indic and full-width digits pass `\d`.
+    for x in ["٣٣", "５"] {
+        let d = toolgate_tests::decide_one(
+            &p,
+            serde_json::json!({"stage": "s"}),
+            "act",
+            serde_json::json!({"x": x}),
+        );
+        assert!(d.allow, "{x}");
+    }
+    let p = toolgate_tests::compile(&rule_policy(r#"args.x matches "^[0-9]+$""#, ""));
+    let d = toolgate_tests::decide_one(
+        &p,
+        serde_json::json!({"stage": "s"}),
+        "act",
+        serde_json::json!({"x": "٣"}),
+    );
+    assert!(!d.allow);
+}
+
+#[test]
+fn an_unanchored_identifier_pattern_warns_with_an_anchored_suggestion() {
+    const MSG: &str = "this pattern checks the shape of a value but is not anchored";
+    for (re, suggestion) in [
+        ("POL-[0-9]{6}", "^(?:POL-[0-9]{6})$"),
+        ("^POL-[0-9]{6}", "^(?:POL-[0-9]{6})$"),
+        ("POL-[0-9]{6}$", "^(?:POL-[0-9]{6})$"),
+        ("^POL-[0-9]+|ADM-[0-9]+$", "^(?:POL-[0-9]+|ADM-[0-9]+)$"),
+        ("(?m)^[0-9]+$", "^(?:(?m)^[0-9]+)$"),
+        (
+            "[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}",
+            "^(?:[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30})$",
+        ),
+        ("[a-z]+@example[.]com", "^(?:[a-z]+@example[.]com)$"),
+    ] {
+        let p = toolgate_tests::compile(&rule_policy(&format!("args.id matches \"{re}\""), ""));
+        let w: Vec<_> = p
+            .warnings()
+            .iter()
+            .filter(|w| w.message.starts_with(MSG))
+            .collect();
+        assert_eq!(w.len(), 1, "{re}: {:?}", p.warnings());
+        let help = w[0].help.clone().unwrap_or_default();
+        assert!(help.contains(&format!("`{suggestion}`")), "{re}: {help}");
+        // The suggestion, taken, compiles without the warning.
+        if !re.starts_with("(?m)") {
+            let fixed = toolgate_tests::compile(&rule_policy(
+                &format!("args.id matches \"{suggestion}\""),
+                "",
+            ));
+            assert!(
+                !fixed.warnings().iter().any(|w| w.message.starts_with(MSG)),
+                "{suggestion}"
+            );
+        }
+    }
+    for re in [
+        "^POL-[0-9]{6}$",
+        "^(?:POL|ADM)-[0-9]+$",
+        "urgent",
+        "\\\\A[0-9]+\\\\z",
+        "^https://",
+        "[.]pdf$",
+        "a+b",
+    ] {
+        let w = warnings(&rule_policy(&format!("args.id matches \"{re}\""), ""));
+        assert!(!w.iter().any(|w| w.contains(MSG)), "{re}: {w:?}");
+    }
+    // The claim is true: an unanchored pattern passes a value that only contains a match.
+    let p = toolgate_tests::compile(&rule_policy("args.id matches \"POL-[0-9]{6}\"", ""));
+    let d = toolgate_tests::decide_one(
+        &p,
+        serde_json::json!({"stage": "s"}),
+        "act",
+        serde_json::json!({"id": "x; DROP POL-123456 y"}),
+    );
+    assert!(d.allow);
+}

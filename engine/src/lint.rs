@@ -1,0 +1,281 @@
+//! Checks for conditions that compile but probably do not guard what their author meant:
+//! a `require` that can never deny, and `matches` patterns that accept more than they seem
+//! to. The compiler turns the findings into warnings (docs/language.md, "Diagnostics").
+
+use regex_syntax::ast::{self, Ast, ClassPerlKind, ClassSet, ClassSetItem, Flag, FlagsItemKind};
+use regex_syntax::hir::Look;
+use toolgate_lang::ast::{Expr, ExprKind};
+
+/// How a condition is constant, when it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Constant {
+    /// It has this value whatever the request holds (`x or true`).
+    Always(bool),
+    /// It has this value whenever the values it reads are present and well typed
+    /// (`x or not x`); with one missing it is unknown, like any test of it.
+    WhenKnown(bool),
+}
+
+impl Constant {
+    fn value(self) -> bool {
+        match self {
+            Constant::Always(v) | Constant::WhenKnown(v) => v,
+        }
+    }
+}
+
+/// Whether `e` is constant, by Kleene logic over its syntax: literals, `not`, an `or` with
+/// a true part, an `and` with a false part, all parts constant, or a part next to its own
+/// negation (`x or not x`, `x and not x`, compared without spans). Tests and built-ins are
+/// never constant by themselves.
+pub(crate) fn constant(e: &Expr) -> Option<Constant> {
+    match &e.kind {
+        ExprKind::Bool(b) => Some(Constant::Always(*b)),
+        ExprKind::Not(inner) => constant(inner).map(|c| match c {
+            Constant::Always(v) => Constant::Always(!v),
+            Constant::WhenKnown(v) => Constant::WhenKnown(!v),
+        }),
+        ExprKind::Or(parts) => junction(parts, true),
+        ExprKind::And(parts) => junction(parts, false),
+        ExprKind::Call(_) | ExprKind::Predicate(..) => None,
+    }
+}
+
+/// `or` (`absorbing` = true) or `and` (`absorbing` = false).
+fn junction(parts: &[Expr], absorbing: bool) -> Option<Constant> {
+    let consts: Vec<Option<Constant>> = parts.iter().map(constant).collect();
+    if consts.contains(&Some(Constant::Always(absorbing))) {
+        return Some(Constant::Always(absorbing));
+    }
+    if consts.contains(&Some(Constant::WhenKnown(absorbing))) || has_complement(parts) {
+        return Some(Constant::WhenKnown(absorbing));
+    }
+    // Every part has the other value: so has the whole, exactly if every part is exact.
+    let mut exact = true;
+    for c in &consts {
+        match c {
+            Some(Constant::Always(v)) if *v != absorbing => {}
+            Some(Constant::WhenKnown(v)) if *v != absorbing => exact = false,
+            _ => return None,
+        }
+    }
+    Some(if exact {
+        Constant::Always(!absorbing)
+    } else {
+        Constant::WhenKnown(!absorbing)
+    })
+}
+
+/// True when one part is `not` of another.
+fn has_complement(parts: &[Expr]) -> bool {
+    let plain: Vec<Expr> = parts.iter().map(Expr::without_spans).collect();
+    plain.iter().any(|p| match &p.kind {
+        ExprKind::Not(inner) => plain.iter().any(|q| q == &**inner),
+        _ => false,
+    })
+}
+
+/// True when `e` is true for every request (or every request that has what it reads).
+pub(crate) fn always_true(e: &Expr) -> Option<Constant> {
+    constant(e).filter(|c| c.value())
+}
+
+/// What a `matches` pattern accepts beyond what it seems to.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct RegexFindings {
+    /// Perl classes that match Unicode (`\d`, `\w`, `\s`, outside `(?-u)`), as written.
+    pub(crate) unicode_classes: Vec<&'static str>,
+    /// The pattern repeats a character class (`[A-Z]{3}`, `\d+`, `[0-9]*`): it describes the
+    /// shape of a value, as an identifier check does.
+    pub(crate) repeats_a_class: bool,
+    /// Every match must start at the start of the value and end at its end (`^`/`\A` and
+    /// `$`/`\z` around every alternative, not multi-line `(?m)` anchors).
+    pub(crate) anchored: bool,
+}
+
+/// Lints one `matches` pattern, read with the same defaults as the `regex` crate. A pattern
+/// that does not parse yields no findings (the compiler reports it as an error).
+pub(crate) fn regex(pattern: &str) -> RegexFindings {
+    let Ok(tree) = ast::parse::Parser::new().parse(pattern) else {
+        return RegexFindings {
+            anchored: true,
+            ..RegexFindings::default()
+        };
+    };
+    let mut out = RegexFindings::default();
+    let mut unicode = true;
+    walk(&tree, &mut unicode, &mut out);
+    out.anchored = match regex_syntax::Parser::new().parse(pattern) {
+        Ok(hir) => {
+            let p = hir.properties();
+            p.look_set_prefix().contains(Look::Start) && p.look_set_suffix().contains(Look::End)
+        }
+        Err(_) => true,
+    };
+    out
+}
+
+fn perl(kind: &ClassPerlKind) -> &'static str {
+    match kind {
+        ClassPerlKind::Digit => "\\d",
+        ClassPerlKind::Word => "\\w",
+        ClassPerlKind::Space => "\\s",
+    }
+}
+
+fn note_perl(c: &ast::ClassPerl, unicode: bool, out: &mut RegexFindings) {
+    let name = perl(&c.kind);
+    if unicode && !c.negated && !out.unicode_classes.contains(&name) {
+        out.unicode_classes.push(name);
+    }
+}
+
+/// Applies `(?flags)` to the Unicode switch.
+fn apply(flags: &ast::Flags, unicode: &mut bool) {
+    let mut on = true;
+    for item in &flags.items {
+        match item.kind {
+            FlagsItemKind::Negation => on = false,
+            FlagsItemKind::Flag(Flag::Unicode) => *unicode = on,
+            FlagsItemKind::Flag(_) => {}
+        }
+    }
+}
+
+fn walk(a: &Ast, unicode: &mut bool, out: &mut RegexFindings) {
+    match a {
+        Ast::Flags(f) => apply(&f.flags, unicode),
+        Ast::ClassPerl(c) => note_perl(c, *unicode, out),
+        Ast::ClassBracketed(c) => class_set(&c.kind, *unicode, out),
+        Ast::Repetition(r) => {
+            if matches!(
+                &*r.ast,
+                Ast::ClassPerl(_) | Ast::ClassBracketed(_) | Ast::ClassUnicode(_)
+            ) {
+                out.repeats_a_class = true;
+            }
+            walk(&r.ast, unicode, out);
+        }
+        Ast::Group(g) => {
+            let mut inner = *unicode;
+            if let Some(flags) = g.flags() {
+                apply(flags, &mut inner);
+            }
+            walk(&g.ast, &mut inner, out);
+        }
+        Ast::Alternation(x) => x.asts.iter().for_each(|a| walk(a, unicode, out)),
+        Ast::Concat(x) => x.asts.iter().for_each(|a| walk(a, unicode, out)),
+        Ast::Empty(_)
+        | Ast::Literal(_)
+        | Ast::Dot(_)
+        | Ast::Assertion(_)
+        | Ast::ClassUnicode(_) => {}
+    }
+}
+
+fn class_set(set: &ClassSet, unicode: bool, out: &mut RegexFindings) {
+    match set {
+        ClassSet::Item(item) => class_item(item, unicode, out),
+        ClassSet::BinaryOp(op) => {
+            class_set(&op.lhs, unicode, out);
+            class_set(&op.rhs, unicode, out);
+        }
+    }
+}
+
+fn class_item(item: &ClassSetItem, unicode: bool, out: &mut RegexFindings) {
+    match item {
+        ClassSetItem::Perl(c) => note_perl(c, unicode, out),
+        ClassSetItem::Bracketed(b) => class_set(&b.kind, unicode, out),
+        ClassSetItem::Union(u) => u.items.iter().for_each(|i| class_item(i, unicode, out)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cond(src: &str) -> Expr {
+        let p = toolgate_lang::parse(&format!("module m\nrule r for [] {{ require {src} }}"))
+            .expect("the test condition parses");
+        match p.items.into_iter().next() {
+            Some(toolgate_lang::ast::Item::Rule(r)) => r.requires[0].clone(),
+            other => panic!("not a rule: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn finds_constant_conditions() {
+        use Constant::*;
+        for (src, want) in [
+            ("true", Some(Always(true))),
+            ("args.x == 1 or true", Some(Always(true))),
+            ("true or args.x == 1", Some(Always(true))),
+            ("not false", Some(Always(true))),
+            ("(args.x == 1 or true) and not false", Some(Always(true))),
+            ("args.x == 1 or not args.x == 1", Some(WhenKnown(true))),
+            ("not args.x == 1 or args.x == 1", Some(WhenKnown(true))),
+            (
+                "args.a > 2 or field_filled(p) or not field_filled(p)",
+                Some(WhenKnown(true)),
+            ),
+            (
+                "(args.x == 1 or not args.x == 1) and true",
+                Some(WhenKnown(true)),
+            ),
+            (
+                "not (args.x == 1 and not args.x == 1)",
+                Some(WhenKnown(true)),
+            ),
+            ("args.x == 1 and false", Some(Always(false))),
+            ("args.x == 1", None),
+            ("args.x == 1 or not args.x == 2", None),
+            ("args.x == 1 or args.y == 1", None),
+            ("args.x == 1 and true", None),
+            ("not args.x == 1", None),
+        ] {
+            assert_eq!(constant(&cond(src)), want, "{src}");
+        }
+    }
+
+    #[test]
+    fn finds_unicode_classes_outside_ascii_mode() {
+        for (p, want) in [
+            (r"^\d+$", vec!["\\d"]),
+            (r"^[\w.-]+@\S+$", vec!["\\w"]),
+            (r"\s\d\w\d", vec!["\\s", "\\d", "\\w"]),
+            (r"[[:digit:]]\D\W\S", vec![]),
+            (r"(?-u:\d)+", vec![]),
+            (r"(?-u)\d\w", vec![]),
+            (r"(?-u:\d)\d", vec!["\\d"]),
+            (r"\\d", vec![]),
+            (r"[0-9]", vec![]),
+            (r"[a-z&&\w]", vec!["\\w"]),
+            (r"\p{Nd}", vec![]),
+        ] {
+            assert_eq!(regex(p).unicode_classes, want, "{p}");
+        }
+    }
+
+    #[test]
+    fn finds_anchoring_and_class_repetition() {
+        for (p, anchored, repeats) in [
+            ("^POL-[0-9]{6}$", true, true),
+            ("POL-[0-9]{6}", false, true),
+            ("^POL-[0-9]{6}", false, true),
+            ("POL-[0-9]{6}$", false, true),
+            (r"\APOL-[0-9]{6}\z", true, true),
+            ("^(?:POL|ADM)-[0-9]+$", true, true),
+            ("^POL-[0-9]+|ADM-[0-9]+$", false, true),
+            ("(?m)^POL-[0-9]+$", false, true),
+            ("^[A-Z]*$", true, true),
+            ("urgent", false, false),
+            ("^https://.*", false, false),
+            ("a+", false, false),
+        ] {
+            let f = regex(p);
+            assert_eq!((f.anchored, f.repeats_a_class), (anchored, repeats), "{p}");
+        }
+    }
+}
