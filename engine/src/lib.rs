@@ -28,6 +28,7 @@ mod decide;
 mod error;
 mod explain;
 mod fast_json;
+mod filled;
 mod hosts;
 mod hot_swap;
 mod ids;
