@@ -14,7 +14,6 @@ use crate::policy::{FixedRefusals, LatchInfo, Policy, RuleInfo, StageInfo, ToolI
 use crate::refusal;
 use crate::response::DenyKind;
 use crate::tool_set::ToolSet;
-use crate::vault::{Kinds, Permit};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,7 +21,10 @@ use toolgate_lang::ast::{
     self, CallValue, CmpOp, ExprKind, Item, Literal, PathRoot, PathSegment, Selector, Spanned,
     ToolClass,
 };
-use toolgate_lang::{did_you_mean, Diagnostic, SourceFile, Span};
+use toolgate_lang::{Diagnostic, SourceFile, Span};
+
+mod checks;
+mod detokenise;
 
 /// The largest window a precondition may scan; larger ones are clamped with a warning.
 pub const MAX_WINDOW: usize = 50;
@@ -123,32 +125,6 @@ impl Policy {
                 })
             }
         }
-    }
-}
-
-impl Policy {
-    /// The policy, or, when it carries any warning, a [`CompileError`] holding every warning
-    /// as an error: what `--deny-warnings` does. A warning names something that compiles but
-    /// probably does not guard what its author meant; a deployment that cannot afford that
-    /// refuses the policy instead.
-    pub fn deny_warnings(self) -> Result<Policy, CompileError> {
-        if self.warnings.is_empty() {
-            return Ok(self);
-        }
-        let diagnostics = self
-            .warnings
-            .iter()
-            .cloned()
-            .map(|mut d| {
-                d.severity = toolgate_lang::Severity::Error;
-                let help = d.help.take().unwrap_or_default();
-                d.with_help(format!("{help} (a warning, denied by `--deny-warnings`)"))
-            })
-            .collect();
-        Err(CompileError {
-            source_file: self.source.clone(),
-            diagnostics,
-        })
     }
 }
 
@@ -503,111 +479,6 @@ impl Compiler {
         })
     }
 
-    /// Warns about each `write`/`egress` tool whose every rule fails open, when one of them
-    /// does so only by default: a request without the facts those rules read lets every
-    /// call of the tool through, and nobody wrote that down.
-    fn check_fail_open_guards(
-        &mut self,
-        tool_rules: &[Vec<RuleId>],
-        rules: &[RuleInfo],
-        open_by_default: &[bool],
-    ) {
-        for (i, (name, class, span)) in self.tools.clone().iter().enumerate() {
-            let ids = &tool_rules[i];
-            let consequential = matches!(class, ToolClass::Write | ToolClass::Egress);
-            let all_open = ids.iter().all(|r| rules[r.index()].fail_open);
-            let silent = ids.iter().any(|r| open_by_default[r.index()]);
-            if !consequential || ids.is_empty() || !all_open || !silent {
-                continue;
-            }
-            let names: Vec<String> = ids
-                .iter()
-                .map(|r| format!("`{}`", rules[r.index()].name))
-                .collect();
-            self.warn(
-                *span,
-                format!(
-                    "`{}` tool `{name}` is guarded only by rules that fail open ({}): a request without the facts they read lets every call through",
-                    class.as_str(),
-                    names.join(", ")
-                ),
-                "write `on_missing deny` in one of them (or add a rule that fails closed) so such a request is refused, or `on_missing allow` in each to say failing open is intended",
-            );
-        }
-    }
-
-    /// One `detokenise` path: an argument path and the token kinds it accepts.
-    fn detokenise_path(&mut self, p: &ast::DetokenisePath) -> Option<Permit> {
-        let path = &p.path;
-        if path.root != PathRoot::Args || path.segments.is_empty() {
-            self.error(
-                Diagnostic::error(path.span, "a `detokenise` path must name an argument")
-                    .with_help("write `args.NAME: KIND` (or a deeper path such as `args.patient.nhs_number: NHS_NUMBER`)"),
-            );
-            return None;
-        }
-        let segs = self.path(path)?.segs;
-        let shown = self
-            .source
-            .text()
-            .get(path.span.start..path.span.end)
-            .unwrap_or("args")
-            .to_string();
-        let Some(kinds) = &p.kinds else {
-            self.error(
-                Diagnostic::error(path.span, format!("`{shown}` does not say which token kinds it unwraps"))
-                    .with_label("no kinds")
-                    .with_help(format!("write `{shown}: KIND` (a token's name without its `_NN` index: `SORT_CODE` for `<VAULT:SORT_CODE_01>`), `{shown}: [KIND, ..]`, or `{shown}: any` for free text that may carry every kind; without kinds a model could route any token here and have its cleartext sent")),
-            );
-            return None;
-        };
-        if kinds.node.is_empty() {
-            self.error(
-                Diagnostic::error(kinds.span, format!("`{shown}` accepts no token kind"))
-                    .with_help("name at least one kind, or remove the path"),
-            );
-            return None;
-        }
-        let mut named: Vec<Box<str>> = Vec::new();
-        let mut any = None;
-        for k in &kinds.node {
-            match &k.node {
-                ast::TokenKind::Any => any = Some(k.span),
-                ast::TokenKind::Named(name) => {
-                    if !crate::vault::is_token_kind(name) {
-                        self.error(
-                            Diagnostic::error(k.span, format!("`{name}` can never be a token kind"))
-                                .with_help("a kind is made of letters, digits, `_`, `-` and `:`, as in the token `<VAULT:KIND_01>`"),
-                        );
-                        return None;
-                    }
-                    if crate::vault::kind_of(name) != name {
-                        self.warn(
-                            k.span,
-                            format!("token kind `{name}` ends in an index, so it matches only tokens such as `<VAULT:{name}_01>`"),
-                            format!("a token's kind is its name without the trailing `_NN`; write `{}`", crate::vault::kind_of(name)),
-                        );
-                    }
-                    named.push(name.as_str().into());
-                }
-            }
-        }
-        let kinds = match any {
-            Some(span) => {
-                if !named.is_empty() {
-                    self.warn(
-                        span,
-                        format!("`{shown}` lists kinds and `any`, so it unwraps every kind"),
-                        "keep `any` alone, or list only the kinds the argument should receive",
-                    );
-                }
-                Kinds::Any
-            }
-            None => Kinds::Only(named.into_boxed_slice()),
-        };
-        Some(Permit { path: segs, kinds })
-    }
-
     fn duplicate_name(&mut self, what: &str, name: &ast::Ident, first: Span) {
         self.error(
             Diagnostic::error(
@@ -738,34 +609,6 @@ impl Compiler {
         );
         self.host_lists
             .push(HostList::new(&decl.name.name, schemes, patterns));
-    }
-
-    /// Reports a tool name that is never classified, used by `what` (`rule \`r\``, ...).
-    ///
-    /// An error, not a warning: the name is almost always a misspelling of a classified tool,
-    /// and the guard it was written for would silently not apply to that tool.
-    pub(crate) fn unclassified_tool(&mut self, t: &ast::Ident, what: &str) {
-        let d = self.unclassified_diagnostic(t, what);
-        self.error(d);
-    }
-
-    /// The diagnostic [`Compiler::unclassified_tool`] reports, for callers that add to it.
-    pub(crate) fn unclassified_diagnostic(&self, t: &ast::Ident, what: &str) -> Diagnostic {
-        let close = did_you_mean(&t.name, self.tools.iter().map(|(n, _, _)| n.as_str()))
-            .map(str::to_string);
-        let help = match close {
-            Some(close) => format!("did you mean `{close}`?"),
-            None => format!(
-                "classify it (`write {0}`, `egress {0}`, `ingest {0}` or `read {0}`), or fix the name",
-                t.name
-            ),
-        };
-        Diagnostic::error(
-            t.span,
-            format!("{what} names tool `{}`, which is never classified", t.name),
-        )
-        .with_label("never classified")
-        .with_help(help)
     }
 
     /// Resolves selectors to tool ids; a tool name that is never classified is an error.
@@ -963,62 +806,6 @@ impl Compiler {
                 Cond::Test(vp, test)
             }
         })
-    }
-
-    /// Warns about a `require` line that can never deny a call.
-    fn check_always_true(&mut self, e: &ast::Expr, rule: &str) {
-        match crate::lint::always_true(e) {
-            Some(crate::lint::Constant::Always(_)) => self.warn(
-                e.span,
-                format!("this `require` is always true, so it never denies a call of rule `{rule}`"),
-                "a `true` branch makes a whole `or` true; remove it, or write the condition that must hold",
-            ),
-            Some(crate::lint::Constant::WhenKnown(_)) => self.warn(
-                e.span,
-                format!("this `require` is true whenever the values it reads are present and of the type it tests (a condition or its own negation), so rule `{rule}` denies only calls that lack them"),
-                "remove the negated branch, or write the condition that must hold",
-            ),
-            None => {}
-        }
-    }
-
-    /// Warns about a `matches` pattern that accepts more than it seems to: Unicode classes
-    /// where ASCII was meant, and an identifier shape that is not anchored.
-    fn check_regex(&mut self, re: &Spanned<String>) {
-        let found = crate::lint::regex(&re.node);
-        for class in &found.unicode_classes {
-            let (what, instead) = match *class {
-                "\\d" => ("any Unicode digit (`٣`, `５`), not only `0-9`", "[0-9]"),
-                "\\w" => (
-                    "letters and digits of every script (`é`, `ж`, `٣`), not only `A-Za-z0-9_`",
-                    "[A-Za-z0-9_]",
-                ),
-                _ => (
-                    "every Unicode space (U+00A0, U+2003, U+3000, ...), not only ASCII whitespace",
-                    "[ \\t\\r\\n]",
-                ),
-            };
-            self.warn(
-                re.span,
-                format!("`{class}` in a regex matches {what}"),
-                format!(
-                    "write `{instead}` for the ASCII class, or `\\p{{..}}` if Unicode is meant"
-                ),
-            );
-        }
-        if found.repeats_a_class && !found.anchored {
-            let p = re.node.as_str();
-            let core = p.strip_prefix('^').unwrap_or(p);
-            let core = match core.strip_suffix('$') {
-                Some(c) if !c.ends_with('\\') => c,
-                _ => core,
-            };
-            self.warn(
-                re.span,
-                "this pattern checks the shape of a value but is not anchored at both ends, so a value that merely contains a match passes (`matches` finds the pattern anywhere)",
-                format!("anchor every alternative: `^(?:{core})$`"),
-            );
-        }
     }
 
     fn conds(&mut self, parts: &[ast::Expr], cats: &mut Categories) -> Option<Box<[Cond]>> {
