@@ -4,7 +4,8 @@
 //! [`Spec::render`], either plainly or with a random layout: any whitespace, blank lines and
 //! `//`/`#` comments between any two tokens. Every construct of the grammar appears: classes
 //! (tools written as names and as strings), stages with `tools`, `max_turns` and `refusal`,
-//! latches, host lists with and without `schemes`, and rules with nested `and`/`or`/`not`,
+//! latches, host lists with and without `schemes`, `detokenise` with token kinds (one, a
+//! list, `any`, a quoted kind), and rules with nested `and`/`or`/`not`,
 //! every test, every built-in (labelled and positional arguments), paths with keys and
 //! indexes, strings with escapes, raw strings, and numbers in several notations.
 //!
@@ -179,6 +180,13 @@ pub enum Decl {
         /// Entries (indexes into [`HOST_ENTRIES`]).
         allow: Vec<usize>,
     },
+    /// `detokenise TOOL { args [PATH: KINDS, ..] }`.
+    Detokenise {
+        /// Index into [`TOOLS`] (a classified one).
+        tool: usize,
+        /// Paths (indexes into [`DETOKENISE_PATHS`]) with their kinds (into [`TOKEN_KINDS`]).
+        paths: Vec<(usize, Vec<usize>)>,
+    },
     /// `rule NAME for SELS { .. }`.
     Rule {
         /// Rule number (`r0`, `r1`, ..).
@@ -193,6 +201,11 @@ pub enum Decl {
         on_missing: Option<bool>,
     },
 }
+
+/// Argument paths a `detokenise` declaration may name.
+pub const DETOKENISE_PATHS: [&str; 4] = ["args.n", "args.items[0].sku", "args.a-b", "args.o.0"];
+/// Token kinds as written in `detokenise` (names, `any`, a quoted odd kind).
+pub const TOKEN_KINDS: [&str; 4] = ["SORT_CODE", "any", "\"nhs:number\"", "email"];
 
 /// A generated policy.
 #[derive(Debug, Clone)]
@@ -389,6 +402,27 @@ impl Spec {
                             if *m { "allow" } else { "deny" }.into(),
                         ]);
                     }
+                    t.push("}".into());
+                }
+                Decl::Detokenise { tool, paths } => {
+                    t.extend([
+                        "detokenise".into(),
+                        tool_text(*tool),
+                        "{".into(),
+                        "args".into(),
+                    ]);
+                    push_list(
+                        &mut t,
+                        paths.iter().map(|(path, kinds)| {
+                            let kinds: Vec<&str> = kinds.iter().map(|k| TOKEN_KINDS[*k]).collect();
+                            let kinds = match kinds.as_slice() {
+                                [one] => one.to_string(),
+                                many => format!("[{}]", many.join(", ")),
+                            };
+                            format!("{}: {kinds}", DETOKENISE_PATHS[*path])
+                        }),
+                        paths.len() > 1,
+                    );
                     t.push("}".into());
                 }
             }
@@ -642,8 +676,21 @@ pub fn spec() -> impl Strategy<Value = Spec> {
         ),
         0..3,
     );
-    (classes, hosts, any::<u64>())
-        .prop_flat_map(|(classes, hosts, seed)| {
+    let detokenise = prop::option::weighted(
+        0.3,
+        (
+            0..TOOLS.len(),
+            prop::collection::vec(
+                (
+                    0..DETOKENISE_PATHS.len(),
+                    prop::collection::vec(0..TOKEN_KINDS.len(), 1..3),
+                ),
+                1..3,
+            ),
+        ),
+    );
+    (classes, hosts, any::<u64>(), detokenise)
+        .prop_flat_map(|(classes, hosts, seed, detokenise)| {
             let host_names: Vec<usize> = (0..hosts.len()).collect();
             let stages = prop::collection::vec(
                 (
@@ -686,108 +733,118 @@ pub fn spec() -> impl Strategy<Value = Spec> {
                 latches,
                 rules,
                 Just(seed),
+                Just(detokenise),
             )
         })
-        .prop_map(|(classes, hosts, stages, latches, rules, seed)| {
-            // A policy may name only tools it classifies (anything else is a compile error):
-            // a tool that `called_before` names gets a class, and stage lists and selectors
-            // drop the others. Requests still call unclassified tools (see [`STRANGERS`]).
-            let mut classes = classes;
-            let mut called = Vec::new();
-            for (_, requires, _, _) in &rules {
-                requires
-                    .iter()
-                    .for_each(|c| called_before_tools(c, &mut called));
-            }
-            for i in called {
-                classes[i].get_or_insert(Class::Read);
-            }
-            let known = |i: &usize| classes[*i].is_some();
-            let keep = |sels: Sels| Sels {
-                items: sels
-                    .items
+        .prop_map(
+            |(classes, hosts, stages, latches, rules, seed, detokenise)| {
+                // A policy may name only tools it classifies (anything else is a compile error):
+                // a tool that `called_before` names gets a class, and stage lists and selectors
+                // drop the others. Requests still call unclassified tools (see [`STRANGERS`]).
+                let mut classes = classes;
+                let mut called = Vec::new();
+                for (_, requires, _, _) in &rules {
+                    requires
+                        .iter()
+                        .for_each(|c| called_before_tools(c, &mut called));
+                }
+                for i in called {
+                    classes[i].get_or_insert(Class::Read);
+                }
+                let known = |i: &usize| classes[*i].is_some();
+                let keep = |sels: Sels| Sels {
+                    items: sels
+                        .items
+                        .into_iter()
+                        .filter(|s| !matches!(s, Sel::Tool(t) if !known(t)))
+                        .collect(),
+                    bracketed: sels.bracketed,
+                };
+                let stages: Vec<_> = stages
                     .into_iter()
-                    .filter(|s| !matches!(s, Sel::Tool(t) if !known(t)))
-                    .collect(),
-                bracketed: sels.bracketed,
-            };
-            let stages: Vec<_> = stages
-                .into_iter()
-                .map(|(tools, m, r)| (tools.map(|t| t.into_iter().filter(known).collect()), m, r))
-                .collect();
-            let latches: Vec<_> = latches
-                .into_iter()
-                .map(|(set_by, blocks, r)| (set_by.map(keep), blocks.map(keep), r))
-                .collect();
-            let rules: Vec<_> = rules
-                .into_iter()
-                .map(|(targets, requires, r, m)| (keep(targets), requires, r, m))
-                .collect();
-            let mut decls = Vec::new();
-            for c in [Class::Write, Class::Ingest, Class::Read] {
-                let tools: Vec<usize> = (0..TOOLS.len())
-                    .filter(|&i| classes[i] == Some(c))
+                    .map(|(tools, m, r)| {
+                        (tools.map(|t| t.into_iter().filter(known).collect()), m, r)
+                    })
                     .collect();
-                if tools.is_empty() {
-                    continue;
+                let latches: Vec<_> = latches
+                    .into_iter()
+                    .map(|(set_by, blocks, r)| (set_by.map(keep), blocks.map(keep), r))
+                    .collect();
+                let rules: Vec<_> = rules
+                    .into_iter()
+                    .map(|(targets, requires, r, m)| (keep(targets), requires, r, m))
+                    .collect();
+                let mut decls = Vec::new();
+                for c in [Class::Write, Class::Ingest, Class::Read] {
+                    let tools: Vec<usize> = (0..TOOLS.len())
+                        .filter(|&i| classes[i] == Some(c))
+                        .collect();
+                    if tools.is_empty() {
+                        continue;
+                    }
+                    // Split in two declarations of the same class now and then.
+                    let cut = if seed % 3 == 0 { tools.len() / 2 } else { 0 };
+                    if cut > 0 {
+                        decls.push(Decl::Class(c, tools[..cut].to_vec()));
+                    }
+                    decls.push(Decl::Class(c, tools[cut..].to_vec()));
                 }
-                // Split in two declarations of the same class now and then.
-                let cut = if seed % 3 == 0 { tools.len() / 2 } else { 0 };
-                if cut > 0 {
-                    decls.push(Decl::Class(c, tools[..cut].to_vec()));
+                let mut blocks = Vec::new();
+                for (i, (schemes, allow)) in hosts.into_iter().enumerate() {
+                    let mut allow = allow;
+                    allow.dedup();
+                    blocks.push(Decl::Hosts {
+                        name: i,
+                        schemes,
+                        allow,
+                    });
                 }
-                decls.push(Decl::Class(c, tools[cut..].to_vec()));
-            }
-            let mut blocks = Vec::new();
-            for (i, (schemes, allow)) in hosts.into_iter().enumerate() {
-                let mut allow = allow;
-                allow.dedup();
-                blocks.push(Decl::Hosts {
-                    name: i,
-                    schemes,
-                    allow,
-                });
-            }
-            for (i, (tools, max_turns, refusal)) in stages.into_iter().enumerate() {
-                blocks.push(Decl::Stage {
-                    name: i,
-                    tools,
-                    max_turns,
-                    refusal,
-                });
-            }
-            for (i, (set_by, blocks_sel, refusal)) in latches.into_iter().enumerate() {
-                blocks.push(Decl::Latch {
-                    name: i,
-                    set_by,
-                    blocks: blocks_sel,
-                    refusal,
-                });
-            }
-            for (i, (targets, requires, refusal, on_missing)) in rules.into_iter().enumerate() {
-                blocks.push(Decl::Rule {
-                    name: i,
-                    targets,
-                    requires,
-                    refusal,
-                    on_missing,
-                });
-            }
-            // Rotate the blocks so that kinds interleave with classes in some cases: a host list
-            // may come after the rule using it, a stage before the classes it lists.
-            if !blocks.is_empty() {
-                let k = (seed as usize / 7) % blocks.len();
-                blocks.rotate_left(k);
-            }
-            if seed % 5 == 1 {
-                let classes: Vec<Decl> = std::mem::take(&mut decls);
-                decls = blocks;
-                decls.extend(classes);
-            } else {
-                decls.extend(blocks);
-            }
-            Spec { decls }
-        })
+                for (i, (tools, max_turns, refusal)) in stages.into_iter().enumerate() {
+                    blocks.push(Decl::Stage {
+                        name: i,
+                        tools,
+                        max_turns,
+                        refusal,
+                    });
+                }
+                for (i, (set_by, blocks_sel, refusal)) in latches.into_iter().enumerate() {
+                    blocks.push(Decl::Latch {
+                        name: i,
+                        set_by,
+                        blocks: blocks_sel,
+                        refusal,
+                    });
+                }
+                if let Some((tool, paths)) = detokenise {
+                    if classes[tool].is_some() {
+                        blocks.push(Decl::Detokenise { tool, paths });
+                    }
+                }
+                for (i, (targets, requires, refusal, on_missing)) in rules.into_iter().enumerate() {
+                    blocks.push(Decl::Rule {
+                        name: i,
+                        targets,
+                        requires,
+                        refusal,
+                        on_missing,
+                    });
+                }
+                // Rotate the blocks so that kinds interleave with classes in some cases: a host list
+                // may come after the rule using it, a stage before the classes it lists.
+                if !blocks.is_empty() {
+                    let k = (seed as usize / 7) % blocks.len();
+                    blocks.rotate_left(k);
+                }
+                if seed % 5 == 1 {
+                    let classes: Vec<Decl> = std::mem::take(&mut decls);
+                    decls = blocks;
+                    decls.extend(classes);
+                } else {
+                    decls.extend(blocks);
+                }
+                Spec { decls }
+            },
+        )
 }
 
 /// The tools (indexes into [`TOOLS`]) that `called_before` calls in `c` name.

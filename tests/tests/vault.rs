@@ -502,6 +502,15 @@ fn suspicious_kinds_are_warnings() {
 }
 
 #[test]
+fn the_formatter_lays_out_detokenise_like_other_blocks() {
+    let src = "module m\nwrite a, b, c\n\ndetokenise a   {args[args.x:X,args.y :[ A ,\"b:c\" ,],args.z: any ,]}\n\ndetokenise b { args [args.sort_code: SORT_CODE, args.account_number: ACCOUNT_NUMBER, args.p: [NAME, EMAIL]] }\n\ndetokenise c { args [args.patient.nhs_number: NHS_NUMBER, args.patient.email_address: EMAIL, args.patient.postal_address: [ADDRESS, POSTCODE]] }\n\ndetokenise d {\n  args [\n    args.a: A, // kept\n  ]\n}\n";
+    let want = "module m\n\nwrite a, b, c\n\ndetokenise a { args [args.x: X, args.y: [A, \"b:c\"], args.z: any] }\n\ndetokenise b {\n  args [args.sort_code: SORT_CODE, args.account_number: ACCOUNT_NUMBER, args.p: [NAME, EMAIL]]\n}\n\ndetokenise c {\n  args [\n    args.patient.nhs_number: NHS_NUMBER,\n    args.patient.email_address: EMAIL,\n    args.patient.postal_address: [ADDRESS, POSTCODE],\n  ]\n}\n\ndetokenise d {\n  args [\n    args.a: A, // kept\n  ]\n}\n";
+    let got = toolgate_lang::format_source("k.gate", src).unwrap();
+    assert_eq!(got, want);
+    assert_eq!(toolgate_lang::format_source("k.gate", &got).unwrap(), got);
+}
+
+#[test]
 fn the_kinds_syntax_formats_and_round_trips() {
     for src in [
         KINDS,
