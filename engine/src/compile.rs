@@ -654,6 +654,7 @@ impl Compiler {
         }
         for e in &decl.requires {
             self.check_always_true(e, &decl.name.name);
+            self.check_patterns(e, true);
         }
         let mut cats = Categories::default();
         let mut conds = Vec::new();
@@ -781,10 +782,7 @@ impl Compiler {
                         .size_limit(REGEX_SIZE_LIMIT)
                         .build()
                     {
-                        Ok(r) => {
-                            self.check_regex(re);
-                            Test::Matches(r)
-                        }
+                        Ok(r) => Test::Matches(r),
                         Err(err) => {
                             let msg = err.to_string();
                             let last = msg

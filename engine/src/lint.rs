@@ -2,7 +2,9 @@
 //! a `require` that can never deny, and `matches` patterns that accept more than they seem
 //! to. The compiler turns the findings into warnings (docs/language.md, "Diagnostics").
 
-use regex_syntax::ast::{self, Ast, ClassPerlKind, ClassSet, ClassSetItem, Flag, FlagsItemKind};
+use regex_syntax::ast::{
+    self, Ast, ClassPerlKind, ClassSet, ClassSetBinaryOpKind, ClassSetItem, Flag, FlagsItemKind,
+};
 use regex_syntax::hir::Look;
 use toolgate_lang::ast::{Expr, ExprKind};
 
@@ -83,7 +85,8 @@ pub(crate) fn always_true(e: &Expr) -> Option<Constant> {
 /// What a `matches` pattern accepts beyond what it seems to.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct RegexFindings {
-    /// Perl classes that match Unicode (`\d`, `\w`, `\s`, outside `(?-u)`), as written.
+    /// Perl classes that, read as Unicode, let the pattern match more than the ASCII class
+    /// would (`\d`, `\w`, `\s` outside `(?-u)` and outside `[^..]`), as written.
     pub(crate) unicode_classes: Vec<&'static str>,
     /// The pattern repeats a character class (`[A-Z]{3}`, `\d+`, `[0-9]*`): it describes the
     /// shape of a value, as an identifier check does.
@@ -115,17 +118,23 @@ pub(crate) fn regex(pattern: &str) -> RegexFindings {
     out
 }
 
-fn perl(kind: &ClassPerlKind) -> &'static str {
-    match kind {
-        ClassPerlKind::Digit => "\\d",
-        ClassPerlKind::Word => "\\w",
-        ClassPerlKind::Space => "\\s",
+fn perl(c: &ast::ClassPerl) -> &'static str {
+    match (&c.kind, c.negated) {
+        (ClassPerlKind::Digit, false) => "\\d",
+        (ClassPerlKind::Word, false) => "\\w",
+        (ClassPerlKind::Space, false) => "\\s",
+        (ClassPerlKind::Digit, true) => "\\D",
+        (ClassPerlKind::Word, true) => "\\W",
+        (ClassPerlKind::Space, true) => "\\S",
     }
 }
 
-fn note_perl(c: &ast::ClassPerl, unicode: bool, out: &mut RegexFindings) {
-    let name = perl(&c.kind);
-    if unicode && !c.negated && !out.unicode_classes.contains(&name) {
+/// Notes a Perl class that, read as Unicode, lets the pattern match more than its ASCII
+/// reading would: `\d` where it adds to what matches (`widening`), or `\D` where it is taken
+/// away (`[^\D]`). Where a Unicode class only makes the pattern stricter, nothing is noted.
+fn note_perl(c: &ast::ClassPerl, unicode: bool, widening: bool, out: &mut RegexFindings) {
+    let name = perl(c);
+    if unicode && widening != c.negated && !out.unicode_classes.contains(&name) {
         out.unicode_classes.push(name);
     }
 }
@@ -145,8 +154,8 @@ fn apply(flags: &ast::Flags, unicode: &mut bool) {
 fn walk(a: &Ast, unicode: &mut bool, out: &mut RegexFindings) {
     match a {
         Ast::Flags(f) => apply(&f.flags, unicode),
-        Ast::ClassPerl(c) => note_perl(c, *unicode, out),
-        Ast::ClassBracketed(c) => class_set(&c.kind, *unicode, out),
+        Ast::ClassPerl(c) => note_perl(c, *unicode, true, out),
+        Ast::ClassBracketed(c) => class_set(&c.kind, *unicode, !c.negated, out),
         Ast::Repetition(r) => {
             if matches!(
                 &*r.ast,
@@ -173,21 +182,34 @@ fn walk(a: &Ast, unicode: &mut bool, out: &mut RegexFindings) {
     }
 }
 
-fn class_set(set: &ClassSet, unicode: bool, out: &mut RegexFindings) {
+/// A bracketed class; `widening` is false inside a negation (`[^..]`) or a subtracted set.
+fn class_set(set: &ClassSet, unicode: bool, widening: bool, out: &mut RegexFindings) {
     match set {
-        ClassSet::Item(item) => class_item(item, unicode, out),
+        ClassSet::Item(item) => class_item(item, unicode, widening, out),
         ClassSet::BinaryOp(op) => {
-            class_set(&op.lhs, unicode, out);
-            class_set(&op.rhs, unicode, out);
+            class_set(&op.lhs, unicode, widening, out);
+            match op.kind {
+                ClassSetBinaryOpKind::Intersection => class_set(&op.rhs, unicode, widening, out),
+                ClassSetBinaryOpKind::Difference => class_set(&op.rhs, unicode, !widening, out),
+                // `~~` both adds and takes away.
+                ClassSetBinaryOpKind::SymmetricDifference => {
+                    class_set(&op.lhs, unicode, !widening, out);
+                    class_set(&op.rhs, unicode, widening, out);
+                    class_set(&op.rhs, unicode, !widening, out);
+                }
+            }
         }
     }
 }
 
-fn class_item(item: &ClassSetItem, unicode: bool, out: &mut RegexFindings) {
+fn class_item(item: &ClassSetItem, unicode: bool, widening: bool, out: &mut RegexFindings) {
     match item {
-        ClassSetItem::Perl(c) => note_perl(c, unicode, out),
-        ClassSetItem::Bracketed(b) => class_set(&b.kind, unicode, out),
-        ClassSetItem::Union(u) => u.items.iter().for_each(|i| class_item(i, unicode, out)),
+        ClassSetItem::Perl(c) => note_perl(c, unicode, widening, out),
+        ClassSetItem::Bracketed(b) => class_set(&b.kind, unicode, widening != b.negated, out),
+        ClassSetItem::Union(u) => u
+            .items
+            .iter()
+            .for_each(|i| class_item(i, unicode, widening, out)),
         _ => {}
     }
 }
@@ -253,6 +275,12 @@ mod tests {
             (r"[0-9]", vec![]),
             (r"[a-z&&\w]", vec!["\\w"]),
             (r"\p{Nd}", vec![]),
+            (r"^[^\s]+$", vec![]),
+            (r"^[^<\d>]+$", vec![]),
+            (r"^[^\D]+$", vec!["\\D"]),
+            (r"^[a-z--\d]+$", vec![]),
+            (r"^[[^\d]a]+$", vec![]),
+            (r"^[^[^\w]]+$", vec!["\\w"]),
         ] {
             assert_eq!(regex(p).unicode_classes, want, "{p}");
         }

@@ -362,21 +362,36 @@ fn unicode_perl_classes_in_a_regex_warn_and_are_truly_unicode() {
         (r#"r"^\\d$""#, vec![]),
         (r#"r"^\D+$""#, vec![]),
         (r#"r"^\p{Nd}+$""#, vec![]),
+        (r#"r"^[^\s<>]+$""#, vec![]),
+        (r#"r"^[^\D]+$""#, vec!["\\D"]),
     ] {
         let w = warnings(&rule_policy(&format!("args.x matches {re}"), ""));
         let got: Vec<&String> = w
             .iter()
-            .filter(|w| w.contains("in a regex matches"))
+            .filter(|w| w.contains("in a regex is a Unicode class"))
             .collect();
         assert_eq!(got.len(), classes.len(), "{re}: {w:?}");
         for c in classes {
             assert!(
                 got.iter()
-                    .any(|w| w.contains(&format!("`{c}` in a regex matches"))),
+                    .any(|w| w.contains(&format!("`{c}` in a regex is a Unicode class"))),
                 "{re}: {w:?}"
             );
         }
     }
+    // Under `not`, a Unicode class only makes the rule stricter: no warning.
+    for expr in [
+        r#"not args.x matches r"\d""#,
+        r#"not (args.x matches r"^\w+$" or args.y == 1)"#,
+    ] {
+        let w = warnings(&rule_policy(expr, ""));
+        assert!(
+            !w.iter().any(|w| w.contains("Unicode class")),
+            "{expr}: {w:?}"
+        );
+    }
+    let w = warnings(&rule_policy(r#"not not args.x matches r"^\d+$""#, ""));
+    assert!(w.iter().any(|w| w.contains("`\\d` in a regex")), "{w:?}");
     let p = toolgate_tests::compile(&rule_policy(r#"args.x matches r"^\d+$""#, ""));
     assert!(p.warnings()[0]
         .help
@@ -450,6 +465,14 @@ fn an_unanchored_identifier_pattern_warns_with_an_anchored_suggestion() {
     ] {
         let w = warnings(&rule_policy(&format!("args.id matches \"{re}\""), ""));
         assert!(!w.iter().any(|w| w.contains(MSG)), "{re}: {w:?}");
+    }
+    // Under `not` an unanchored pattern is what the author wants (a deny-list): no warning.
+    for expr in [
+        "not args.id matches \"[<>]+\"",
+        "args.n > 1 and not (args.id matches \"[0-9]{3}\")",
+    ] {
+        let w = warnings(&rule_policy(expr, ""));
+        assert!(!w.iter().any(|w| w.contains(MSG)), "{expr}: {w:?}");
     }
     // The claim is true: an unanchored pattern passes a value that only contains a match.
     let p = toolgate_tests::compile(&rule_policy("args.id matches \"POL-[0-9]{6}\"", ""));

@@ -114,25 +114,43 @@ impl Compiler {
         }
     }
 
+    /// Lints the `matches` patterns of a `require` line where they decide what passes: under
+    /// an even number of `not`s (`positive`). Under `not`, a Unicode class or a missing anchor
+    /// only makes the rule stricter (`not args.x matches "[<>]+"` must stay unanchored).
+    pub(super) fn check_patterns(&mut self, e: &ast::Expr, positive: bool) {
+        match &e.kind {
+            ast::ExprKind::Not(inner) => self.check_patterns(inner, !positive),
+            ast::ExprKind::And(parts) | ast::ExprKind::Or(parts) => {
+                for p in parts {
+                    self.check_patterns(p, positive);
+                }
+            }
+            ast::ExprKind::Predicate(_, ast::Predicate::Matches(re)) if positive => {
+                self.check_regex(re)
+            }
+            _ => {}
+        }
+    }
+
     /// Warns about a `matches` pattern that accepts more than it seems to: Unicode classes
     /// where ASCII was meant, and an identifier shape that is not anchored.
-    pub(super) fn check_regex(&mut self, re: &Spanned<String>) {
+    fn check_regex(&mut self, re: &Spanned<String>) {
         let found = crate::lint::regex(&re.node);
         for class in &found.unicode_classes {
-            let (what, instead) = match *class {
-                "\\d" => ("any Unicode digit (`٣`, `５`), not only `0-9`", "[0-9]"),
+            let (what, instead) = match class.to_ascii_lowercase().as_str() {
+                "\\d" => ("any Unicode digit (`٣`, `５`) where `0-9` was likely meant", "[0-9]"),
                 "\\w" => (
-                    "letters and digits of every script (`é`, `ж`, `٣`), not only `A-Za-z0-9_`",
+                    "letters and digits of every script (`é`, `ж`, `٣`) where `A-Za-z0-9_` was likely meant",
                     "[A-Za-z0-9_]",
                 ),
                 _ => (
-                    "every Unicode space (U+00A0, U+2003, U+3000, ...), not only ASCII whitespace",
+                    "every Unicode space (U+00A0, U+2003, U+3000, ...) where ASCII whitespace was likely meant",
                     "[ \\t\\r\\n]",
                 ),
             };
             self.warn(
                 re.span,
-                format!("`{class}` in a regex matches {what}"),
+                format!("`{class}` in a regex is a Unicode class, so the pattern accepts {what}"),
                 format!(
                     "write `{instead}` for the ASCII class, or `\\p{{..}}` if Unicode is meant"
                 ),
