@@ -29,28 +29,77 @@ impl Constant {
 /// Whether `e` is constant, by Kleene logic over its syntax: literals, `not`, an `or` with
 /// a true part, an `and` with a false part, all parts constant, or a part next to its own
 /// negation (`x or not x`, `x and not x`, compared without spans). Tests and built-ins are
-/// never constant by themselves.
+/// never constant by themselves. One bottom-up pass: linear in the size of `e`.
 pub(crate) fn constant(e: &Expr) -> Option<Constant> {
+    info(e).constant
+}
+
+/// What one pass learns about a node: whether it is constant, a hash of its span-free tree,
+/// and for `not X` the hash of `X`.
+struct Info {
+    constant: Option<Constant>,
+    hash: u64,
+    negates: Option<u64>,
+}
+
+fn hash_of(tag: u8, parts: impl IntoIterator<Item = u64>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    tag.hash(&mut h);
+    for p in parts {
+        p.hash(&mut h);
+    }
+    h.finish()
+}
+
+fn info(e: &Expr) -> Info {
     match &e.kind {
-        ExprKind::Bool(b) => Some(Constant::Always(*b)),
-        ExprKind::Not(inner) => constant(inner).map(|c| match c {
-            Constant::Always(v) => Constant::Always(!v),
-            Constant::WhenKnown(v) => Constant::WhenKnown(!v),
-        }),
+        ExprKind::Bool(b) => Info {
+            constant: Some(Constant::Always(*b)),
+            hash: hash_of(1, [u64::from(*b)]),
+            negates: None,
+        },
+        ExprKind::Not(inner) => {
+            let i = info(inner);
+            Info {
+                constant: i.constant.map(|c| match c {
+                    Constant::Always(v) => Constant::Always(!v),
+                    Constant::WhenKnown(v) => Constant::WhenKnown(!v),
+                }),
+                hash: hash_of(2, [i.hash]),
+                negates: Some(i.hash),
+            }
+        }
         ExprKind::Or(parts) => junction(parts, true),
         ExprKind::And(parts) => junction(parts, false),
-        ExprKind::Call(_) | ExprKind::Predicate(..) => None,
+        ExprKind::Call(_) | ExprKind::Predicate(..) => {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            format!("{:?}", e.without_spans()).hash(&mut h);
+            Info {
+                constant: None,
+                hash: h.finish(),
+                negates: None,
+            }
+        }
     }
 }
 
 /// `or` (`absorbing` = true) or `and` (`absorbing` = false).
-fn junction(parts: &[Expr], absorbing: bool) -> Option<Constant> {
-    let consts: Vec<Option<Constant>> = parts.iter().map(constant).collect();
+fn junction(parts: &[Expr], absorbing: bool) -> Info {
+    let infos: Vec<Info> = parts.iter().map(info).collect();
+    let hash = hash_of(if absorbing { 3 } else { 4 }, infos.iter().map(|i| i.hash));
+    let done = |constant| Info {
+        constant,
+        hash,
+        negates: None,
+    };
+    let consts: Vec<Option<Constant>> = infos.iter().map(|i| i.constant).collect();
     if consts.contains(&Some(Constant::Always(absorbing))) {
-        return Some(Constant::Always(absorbing));
+        return done(Some(Constant::Always(absorbing)));
     }
-    if consts.contains(&Some(Constant::WhenKnown(absorbing))) || has_complement(parts) {
-        return Some(Constant::WhenKnown(absorbing));
+    if consts.contains(&Some(Constant::WhenKnown(absorbing))) || has_complement(parts, &infos) {
+        return done(Some(Constant::WhenKnown(absorbing)));
     }
     // Every part has the other value: so has the whole, exactly if every part is exact.
     let mut exact = true;
@@ -58,22 +107,27 @@ fn junction(parts: &[Expr], absorbing: bool) -> Option<Constant> {
         match c {
             Some(Constant::Always(v)) if *v != absorbing => {}
             Some(Constant::WhenKnown(v)) if *v != absorbing => exact = false,
-            _ => return None,
+            _ => return done(None),
         }
     }
-    Some(if exact {
+    done(Some(if exact {
         Constant::Always(!absorbing)
     } else {
         Constant::WhenKnown(!absorbing)
-    })
+    }))
 }
 
-/// True when one part is `not` of another.
-fn has_complement(parts: &[Expr]) -> bool {
-    let plain: Vec<Expr> = parts.iter().map(Expr::without_spans).collect();
-    plain.iter().any(|p| match &p.kind {
-        ExprKind::Not(inner) => plain.iter().any(|q| q == &**inner),
-        _ => false,
+/// True when one part is `not` of another: found by hash, confirmed on the span-free trees.
+fn has_complement(parts: &[Expr], infos: &[Info]) -> bool {
+    let by_hash: std::collections::HashMap<u64, usize> =
+        infos.iter().enumerate().map(|(i, x)| (x.hash, i)).collect();
+    infos.iter().zip(parts).any(|(info, part)| {
+        let (Some(h), ExprKind::Not(inner)) = (info.negates, &part.kind) else {
+            return false;
+        };
+        by_hash
+            .get(&h)
+            .is_some_and(|&j| parts[j].without_spans() == inner.without_spans())
     })
 }
 

@@ -484,3 +484,22 @@ fn an_unanchored_identifier_pattern_warns_with_an_anchored_suggestion() {
     );
     assert!(d.allow);
 }
+
+#[test]
+fn a_long_or_is_checked_for_complements_in_linear_time() {
+    // 20 000 parts, half of them negations: comparing every pair (as a first version did)
+    // took minutes in a debug build; hashing the parts takes well under a second.
+    let parts: Vec<String> = (0..10_000)
+        .map(|i| format!("args.x == {i} or not args.y == {i}"))
+        .collect();
+    let src = rule_policy(&parts.join(" or "), "");
+    let start = std::time::Instant::now();
+    assert_eq!(warnings(&src), Vec::<String>::new());
+    let with_complement = rule_policy(&format!("{} or not args.x == 9999", parts.join(" or ")), "");
+    assert_eq!(warnings(&with_complement).len(), 1);
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+}
