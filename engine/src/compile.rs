@@ -32,6 +32,8 @@ pub const MAX_WINDOW: usize = 50;
 pub const DEFAULT_WINDOW: usize = 10;
 /// The largest policy source accepted, in bytes.
 pub const MAX_SOURCE_BYTES: usize = 4 << 20;
+/// How many unknown tool names get a did-you-mean search, per policy.
+const MAX_SUGGESTIONS: usize = 8;
 /// The size limit handed to the regex compiler for each `matches` pattern.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
@@ -96,6 +98,7 @@ impl Policy {
             host_lists: Vec::new(),
             host_spans: HashMap::new(),
             in_untargeted_rule: false,
+            suggestions_left: MAX_SUGGESTIONS,
         };
         let built = c.policy(&ast);
         c.check_imports(&imported);
@@ -138,6 +141,8 @@ pub(crate) struct Compiler {
     host_spans: HashMap<String, Span>,
     /// True while lowering the conditions of a rule that applies to no tool.
     in_untargeted_rule: bool,
+    /// How many more did-you-mean searches may run (see `unclassified_diagnostic`).
+    suggestions_left: usize,
 }
 
 /// Everything compiled, before it is frozen into a [`Policy`].
@@ -222,6 +227,7 @@ impl Compiler {
             host_lists: policy.host_lists.clone(),
             host_spans: HashMap::new(),
             in_untargeted_rule: false,
+            suggestions_left: MAX_SUGGESTIONS,
         }
     }
 

@@ -12,7 +12,7 @@ pub fn did_you_mean<'a>(
     let limit = name.chars().count().max(3) / 3;
     candidates
         .into_iter()
-        .filter(|c| *c != name)
+        .filter(|c| *c != name && c.len().abs_diff(name.len()) <= limit * 4)
         .filter_map(|c| {
             let d = if c.eq_ignore_ascii_case(name) {
                 0

@@ -503,3 +503,36 @@ fn a_long_or_is_checked_for_complements_in_linear_time() {
         start.elapsed()
     );
 }
+
+#[test]
+fn thousands_of_unknown_names_fail_quickly_with_a_few_suggestions() {
+    // Each did-you-mean scans every classified name; a hostile policy with thousands of
+    // unknown names must not turn that into a quadratic search.
+    let n = 5_000;
+    let tools: Vec<String> = (0..n).map(|i| format!("tool_{i:05}")).collect();
+    let refs: Vec<String> = (0..n).map(|i| format!("tool_{i:05}x")).collect();
+    let src = format!(
+        "module m\nwrite {}\nstage s {{ tools [\n{}\n] }}\n",
+        tools.join(", "),
+        refs.join(",\n")
+    );
+    let start = std::time::Instant::now();
+    let Err(err) = Policy::compile("m.gate", &src) else {
+        panic!("must not compile");
+    };
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(err.errors().count(), n);
+    let suggested = err
+        .errors()
+        .filter(|d| {
+            d.help
+                .as_deref()
+                .is_some_and(|h| h.starts_with("did you mean"))
+        })
+        .count();
+    assert_eq!(suggested, 8, "the first few unknown names get a suggestion");
+}

@@ -46,9 +46,15 @@ impl Compiler {
     }
 
     /// The diagnostic [`Compiler::unclassified_tool`] reports, for callers that add to it.
-    pub(crate) fn unclassified_diagnostic(&self, t: &ast::Ident, what: &str) -> Diagnostic {
-        let close = did_you_mean(&t.name, self.tools.iter().map(|(n, _, _)| n.as_str()))
-            .map(str::to_string);
+    pub(crate) fn unclassified_diagnostic(&mut self, t: &ast::Ident, what: &str) -> Diagnostic {
+        // Each suggestion scans every classified name; a hostile policy with thousands of
+        // unknown names against thousands of tools gets suggestions for the first few only.
+        let close = if self.suggestions_left > 0 {
+            self.suggestions_left -= 1;
+            did_you_mean(&t.name, self.tools.iter().map(|(n, _, _)| n.as_str())).map(str::to_string)
+        } else {
+            None
+        };
         let help = match close {
             Some(close) => format!("did you mean `{close}`?"),
             None => format!(
