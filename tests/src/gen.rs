@@ -732,119 +732,134 @@ pub fn spec() -> impl Strategy<Value = Spec> {
                 stages,
                 latches,
                 rules,
-                Just(seed),
-                Just(detokenise),
+                Just((seed, detokenise)),
             )
         })
-        .prop_map(
-            |(classes, hosts, stages, latches, rules, seed, detokenise)| {
-                // A policy may name only tools it classifies (anything else is a compile error):
-                // a tool that `called_before` names gets a class, and stage lists and selectors
-                // drop the others. Requests still call unclassified tools (see [`STRANGERS`]).
-                let mut classes = classes;
-                let mut called = Vec::new();
-                for (_, requires, _, _) in &rules {
-                    requires
-                        .iter()
-                        .for_each(|c| called_before_tools(c, &mut called));
-                }
-                for i in called {
-                    classes[i].get_or_insert(Class::Read);
-                }
-                let known = |i: &usize| classes[*i].is_some();
-                let keep = |sels: Sels| Sels {
-                    items: sels
-                        .items
-                        .into_iter()
-                        .filter(|s| !matches!(s, Sel::Tool(t) if !known(t)))
-                        .collect(),
-                    bracketed: sels.bracketed,
-                };
-                let stages: Vec<_> = stages
-                    .into_iter()
-                    .map(|(tools, m, r)| {
-                        (tools.map(|t| t.into_iter().filter(known).collect()), m, r)
-                    })
+        .prop_map(|(classes, hosts, stages, latches, rules, more)| {
+            let (seed, detokenise) = more;
+            let (classes, stages, latches, rules) =
+                only_classified(classes, stages, latches, rules);
+            let mut decls = Vec::new();
+            for c in [Class::Write, Class::Ingest, Class::Read] {
+                let tools: Vec<usize> = (0..TOOLS.len())
+                    .filter(|&i| classes[i] == Some(c))
                     .collect();
-                let latches: Vec<_> = latches
-                    .into_iter()
-                    .map(|(set_by, blocks, r)| (set_by.map(keep), blocks.map(keep), r))
-                    .collect();
-                let rules: Vec<_> = rules
-                    .into_iter()
-                    .map(|(targets, requires, r, m)| (keep(targets), requires, r, m))
-                    .collect();
-                let mut decls = Vec::new();
-                for c in [Class::Write, Class::Ingest, Class::Read] {
-                    let tools: Vec<usize> = (0..TOOLS.len())
-                        .filter(|&i| classes[i] == Some(c))
-                        .collect();
-                    if tools.is_empty() {
-                        continue;
-                    }
-                    // Split in two declarations of the same class now and then.
-                    let cut = if seed % 3 == 0 { tools.len() / 2 } else { 0 };
-                    if cut > 0 {
-                        decls.push(Decl::Class(c, tools[..cut].to_vec()));
-                    }
-                    decls.push(Decl::Class(c, tools[cut..].to_vec()));
+                if tools.is_empty() {
+                    continue;
                 }
-                let mut blocks = Vec::new();
-                for (i, (schemes, allow)) in hosts.into_iter().enumerate() {
-                    let mut allow = allow;
-                    allow.dedup();
-                    blocks.push(Decl::Hosts {
-                        name: i,
-                        schemes,
-                        allow,
-                    });
+                // Split in two declarations of the same class now and then.
+                let cut = if seed % 3 == 0 { tools.len() / 2 } else { 0 };
+                if cut > 0 {
+                    decls.push(Decl::Class(c, tools[..cut].to_vec()));
                 }
-                for (i, (tools, max_turns, refusal)) in stages.into_iter().enumerate() {
-                    blocks.push(Decl::Stage {
-                        name: i,
-                        tools,
-                        max_turns,
-                        refusal,
-                    });
+                decls.push(Decl::Class(c, tools[cut..].to_vec()));
+            }
+            let mut blocks = Vec::new();
+            for (i, (schemes, allow)) in hosts.into_iter().enumerate() {
+                let mut allow = allow;
+                allow.dedup();
+                blocks.push(Decl::Hosts {
+                    name: i,
+                    schemes,
+                    allow,
+                });
+            }
+            for (i, (tools, max_turns, refusal)) in stages.into_iter().enumerate() {
+                blocks.push(Decl::Stage {
+                    name: i,
+                    tools,
+                    max_turns,
+                    refusal,
+                });
+            }
+            for (i, (set_by, blocks_sel, refusal)) in latches.into_iter().enumerate() {
+                blocks.push(Decl::Latch {
+                    name: i,
+                    set_by,
+                    blocks: blocks_sel,
+                    refusal,
+                });
+            }
+            if let Some((tool, paths)) = detokenise {
+                if classes[tool].is_some() {
+                    blocks.push(Decl::Detokenise { tool, paths });
                 }
-                for (i, (set_by, blocks_sel, refusal)) in latches.into_iter().enumerate() {
-                    blocks.push(Decl::Latch {
-                        name: i,
-                        set_by,
-                        blocks: blocks_sel,
-                        refusal,
-                    });
-                }
-                if let Some((tool, paths)) = detokenise {
-                    if classes[tool].is_some() {
-                        blocks.push(Decl::Detokenise { tool, paths });
-                    }
-                }
-                for (i, (targets, requires, refusal, on_missing)) in rules.into_iter().enumerate() {
-                    blocks.push(Decl::Rule {
-                        name: i,
-                        targets,
-                        requires,
-                        refusal,
-                        on_missing,
-                    });
-                }
-                // Rotate the blocks so that kinds interleave with classes in some cases: a host list
-                // may come after the rule using it, a stage before the classes it lists.
-                if !blocks.is_empty() {
-                    let k = (seed as usize / 7) % blocks.len();
-                    blocks.rotate_left(k);
-                }
-                if seed % 5 == 1 {
-                    let classes: Vec<Decl> = std::mem::take(&mut decls);
-                    decls = blocks;
-                    decls.extend(classes);
-                } else {
-                    decls.extend(blocks);
-                }
-                Spec { decls }
-            },
-        )
+            }
+            for (i, (targets, requires, refusal, on_missing)) in rules.into_iter().enumerate() {
+                blocks.push(Decl::Rule {
+                    name: i,
+                    targets,
+                    requires,
+                    refusal,
+                    on_missing,
+                });
+            }
+            // Rotate the blocks so that kinds interleave with classes in some cases: a host list
+            // may come after the rule using it, a stage before the classes it lists.
+            if !blocks.is_empty() {
+                let k = (seed as usize / 7) % blocks.len();
+                blocks.rotate_left(k);
+            }
+            if seed % 5 == 1 {
+                let classes: Vec<Decl> = std::mem::take(&mut decls);
+                decls = blocks;
+                decls.extend(classes);
+            } else {
+                decls.extend(blocks);
+            }
+            Spec { decls }
+        })
+}
+
+type StageGen = (Option<Vec<usize>>, Option<u64>, Option<usize>);
+type LatchGen = (Option<Sels>, Option<Sels>, Option<usize>);
+type RuleGen = (Sels, Vec<Cond>, Option<usize>, Option<bool>);
+
+/// A policy may name only tools it classifies (anything else is a compile error): a tool
+/// that `called_before` names gets a class, and stage lists and selectors drop the others.
+/// Requests still call unclassified tools (see [`STRANGERS`]).
+fn only_classified(
+    mut classes: Vec<Option<Class>>,
+    stages: Vec<StageGen>,
+    latches: Vec<LatchGen>,
+    rules: Vec<RuleGen>,
+) -> (
+    Vec<Option<Class>>,
+    Vec<StageGen>,
+    Vec<LatchGen>,
+    Vec<RuleGen>,
+) {
+    let mut called = Vec::new();
+    for (_, requires, _, _) in &rules {
+        requires
+            .iter()
+            .for_each(|c| called_before_tools(c, &mut called));
+    }
+    for i in called {
+        classes[i].get_or_insert(Class::Read);
+    }
+    let known = |i: &usize| classes[*i].is_some();
+    let keep = |sels: Sels| Sels {
+        items: sels
+            .items
+            .into_iter()
+            .filter(|s| !matches!(s, Sel::Tool(t) if !known(t)))
+            .collect(),
+        bracketed: sels.bracketed,
+    };
+    let stages = stages
+        .into_iter()
+        .map(|(tools, m, r)| (tools.map(|t| t.into_iter().filter(known).collect()), m, r))
+        .collect();
+    let latches = latches
+        .into_iter()
+        .map(|(set_by, blocks, r)| (set_by.map(keep), blocks.map(keep), r))
+        .collect();
+    let rules = rules
+        .into_iter()
+        .map(|(targets, requires, r, m)| (keep(targets), requires, r, m))
+        .collect();
+    (classes, stages, latches, rules)
 }
 
 /// The tools (indexes into [`TOOLS`]) that `called_before` calls in `c` name.
