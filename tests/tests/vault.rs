@@ -524,3 +524,14 @@ fn the_kinds_syntax_formats_and_round_trips() {
         assert_eq!(a, b, "formatting keeps the meaning");
     }
 }
+
+#[test]
+fn a_kind_named_any_is_written_as_a_string_and_means_only_itself() {
+    let p = compile(
+        "module m\nwrite pay\nstage s { tools [pay] }\ndetokenise pay { args [args.x: \"any\"] }\n",
+    );
+    let (unwrap, opaque) = sorted(&p, "pay", json!({"x": "<VAULT:any_1>", "y": 1}));
+    assert_eq!((unwrap, opaque), (vec!["args.x".to_string()], vec![]));
+    let (unwrap, opaque) = sorted(&p, "pay", json!({"x": "<VAULT:NAME_1>"}));
+    assert_eq!((unwrap, opaque), (vec![], vec!["args.x".to_string()]));
+}
