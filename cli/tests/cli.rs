@@ -392,7 +392,7 @@ fn check_reports_several_syntax_errors_at_once() {
 fn check_warns_but_passes_on_suspicious_policies() {
     let path = scratch(
         "warnings.gate",
-        "module w\nwrite pay, orphan\nread look\nstage s { tools [pay, look, ghost] }\nhosts empty { allow [] }\nrule media for pay { require client_sent_media(within: 90, kinds: [image]) }\nrule r for missing_tool { require args.x == 1 }\n",
+        "module w\nwrite pay, orphan\nread look\nstage s { tools [pay, look, look] }\nhosts empty { allow [] }\nrule media for pay { require client_sent_media(within: 90, kinds: [image]) }\nrule r for [] { require args.x == 1 }\n",
     );
     let out = run(&["check", s(&path)]);
     let stderr = text(&out.stderr);
@@ -406,12 +406,12 @@ fn check_warns_but_passes_on_suspicious_policies() {
             .iter()
             .any(|w| words.iter().all(|word| w.contains(word)))
     };
-    // The five warnings the spec lists.
-    assert!(has(&["ghost", "never classified"]), "{stderr}");
+    // Five of the warnings the spec lists (a name that is never classified is an error).
+    assert!(has(&["look", "listed twice"]), "{stderr}");
     assert!(has(&["orphan", "no stage"]), "{stderr}");
     assert!(has(&["90", "50"]), "{stderr}");
     assert!(has(&["empty", "no entries"]), "{stderr}");
-    assert!(has(&["missing_tool"]), "{stderr}");
+    assert!(has(&["rule `r` applies to no tool"]), "{stderr}");
     for w in &warnings {
         assert!(w.starts_with(&format!("{}:", s(&path))), "{w}");
     }
@@ -424,4 +424,82 @@ fn check_with_a_missing_file_fails_without_panicking() {
     let stderr = text(&out.stderr);
     assert!(stderr.contains("/nonexistent/policy.gate"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn check_deny_warnings_turns_every_warning_into_an_error() {
+    let path = scratch(
+        "deny.gate",
+        "module w\nwrite pay, orphan\nread look\nstage s { tools [pay, look, look] }\nhosts empty { allow [] }\n",
+    );
+    let out = run(&["check", s(&path)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = run(&["check", "--deny-warnings", s(&path)]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains(": warning: "), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains(": error: ")).collect();
+    assert_eq!(errors.len(), 3, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}:4:29: error: tool `look` is listed twice in stage `s`",
+            s(&path)
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("denied by `--deny-warnings`"), "{stderr}");
+    assert!(text(&out.stdout).contains(&format!("{}: 3 errors", s(&path))));
+    // A policy without warnings passes, and so does every shipped example.
+    let mut args = vec!["check", "--deny-warnings"];
+    let examples: Vec<PathBuf> = [
+        "coach",
+        "motor_claims",
+        "messenger_payments",
+        "support_desk",
+    ]
+    .iter()
+    .map(|n| example_path(n))
+    .collect();
+    args.extend(examples.iter().map(|p| s(p)));
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
+fn check_deny_warnings_covers_the_tools_list_warnings() {
+    let policy = scratch(
+        "deny_tools.gate",
+        "module w\nwrite pay\nread look\nstage s { tools [pay, look] }\n",
+    );
+    let tools = scratch("deny_tools.json", r#"[{"name": "pay"}]"#);
+    let out = run(&["check", "--tools", s(&tools), s(&policy)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("warning: tool `look` is classified"));
+    let out = run(&["check", "--deny-warnings", "--tools", s(&tools), s(&policy)]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: tool `look` is classified `read`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn check_refuses_the_issue_example_of_a_misspelt_rule_target() {
+    let path = scratch(
+        "misspelt.gate",
+        "module m\negress send_email\nstage s { tools [send_email] }\nrule r for send_emails { require args.to == \"a@example.com\" }\n",
+    );
+    let out = run(&["check", s(&path)]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr
+            .contains("4:12: error: rule `r` names tool `send_emails`, which is never classified"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("help: did you mean `send_email`?"),
+        "{stderr}"
+    );
 }

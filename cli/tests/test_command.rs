@@ -190,3 +190,68 @@ fn broken_invariants_and_missing_paths_are_reported() {
     let out = run(&["test", empty.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn deny_warnings_fails_a_policy_or_invariants_file_with_warnings() {
+    let dir = scratch_dir("deny_warnings");
+    let out = run(&[
+        "test",
+        "--deny-warnings",
+        "--cases",
+        "16",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the examples have no warnings: {}",
+        stdout(&out)
+    );
+    let policy = dir.join("motor_claims.gate");
+    edit(
+        &policy,
+        "tools [authorise_bacs_payout, lookup_policy_faq]",
+        "tools [authorise_bacs_payout, lookup_policy_faq, lookup_policy_faq]",
+    );
+    let p = policy.to_str().unwrap();
+    let out = run(&["test", "--cases", "16", p]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "warnings alone do not fail: {}",
+        stdout(&out)
+    );
+    let out = run(&["test", "--deny-warnings", "--cases", "16", p]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("policy") && text.contains("... FAILED"),
+        "{text}"
+    );
+    assert!(
+        text.contains("error: tool `lookup_policy_faq` is listed twice"),
+        "{text}"
+    );
+    // A warning in the invariants file fails it too.
+    let dir = scratch_dir("deny_warnings_inv");
+    let inv = dir.join("motor_claims.invariants.gate");
+    let text = std::fs::read_to_string(&inv).unwrap();
+    std::fs::write(&inv, format!("{text}\nhosts nothing {{ allow [] }}\n")).unwrap();
+    let p = dir.join("motor_claims.gate");
+    let out = run(&["test", "--cases", "16", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = run(&[
+        "test",
+        "--deny-warnings",
+        "--cases",
+        "16",
+        p.to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("denied by --deny-warnings")
+            && text.contains("host list `nothing` has no entries"),
+        "{text}"
+    );
+}

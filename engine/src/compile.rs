@@ -24,12 +24,17 @@ use toolgate_lang::ast::{
 };
 use toolgate_lang::{Diagnostic, SourceFile, Span};
 
+mod checks;
+mod detokenise;
+
 /// The largest window a precondition may scan; larger ones are clamped with a warning.
 pub const MAX_WINDOW: usize = 50;
 /// The window of `client_sent_media` when none is given.
 pub const DEFAULT_WINDOW: usize = 10;
 /// The largest policy source accepted, in bytes.
 pub const MAX_SOURCE_BYTES: usize = 4 << 20;
+/// How many unknown tool names get a did-you-mean search, per policy.
+const MAX_SUGGESTIONS: usize = 8;
 /// The size limit handed to the regex compiler for each `matches` pattern.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
@@ -93,6 +98,8 @@ impl Policy {
             host_index: HashMap::new(),
             host_lists: Vec::new(),
             host_spans: HashMap::new(),
+            in_untargeted_rule: false,
+            suggestions_left: MAX_SUGGESTIONS,
         };
         let built = c.policy(&ast);
         c.check_imports(&imported);
@@ -133,6 +140,10 @@ pub(crate) struct Compiler {
     host_index: HashMap<String, HostListId>,
     host_lists: Vec<HostList>,
     host_spans: HashMap<String, Span>,
+    /// True while lowering the conditions of a rule that applies to no tool.
+    in_untargeted_rule: bool,
+    /// How many more did-you-mean searches may run (see `unclassified_diagnostic`).
+    suggestions_left: usize,
 }
 
 /// Everything compiled, before it is frozen into a [`Policy`].
@@ -216,6 +227,8 @@ impl Compiler {
                 .collect(),
             host_lists: policy.host_lists.clone(),
             host_spans: HashMap::new(),
+            in_untargeted_rule: false,
+            suggestions_left: MAX_SUGGESTIONS,
         }
     }
 
@@ -300,6 +313,8 @@ impl Compiler {
         let mut rules: Vec<RuleInfo> = Vec::new();
         let mut rule_spans: HashMap<String, Span> = HashMap::new();
         let mut detokenise_spans: HashMap<ToolId, Span> = HashMap::new();
+        // Per rule: true when it fails open without the author having said `on_missing allow`.
+        let mut open_by_default: Vec<bool> = Vec::new();
 
         // Pass 2: stages, latches and rules in source order.
         for item in &ast.items {
@@ -329,11 +344,9 @@ impl Compiler {
                                 set.insert(*id);
                                 staged[id.index()] = true;
                             }
-                            None => self.warn(
-                                t.span,
-                                format!("tool `{}` is allowed in stage `{}` but never classified", t.name, decl.name.name),
-                                format!("classify it (`write {0}`, `ingest {0}` or `read {0}`); until then every call to it is denied as unclassified", t.name),
-                            ),
+                            None => {
+                                self.unclassified_tool(t, &format!("stage `{}`", decl.name.name))
+                            }
                         }
                     }
                     let name = &decl.name.name;
@@ -384,10 +397,11 @@ impl Compiler {
                             "add `blocks write` or name the tools it blocks",
                         );
                     }
-                    for id in self.select(&decl.set_by, "latch") {
+                    let what = format!("latch `{}`", decl.name.name);
+                    for id in self.select(&decl.set_by, &what) {
                         tools[id.index()].sets |= bit;
                     }
-                    for id in self.select(&decl.blocks, "latch") {
+                    for id in self.select(&decl.blocks, &what) {
                         tools[id.index()].blocked_by |= bit;
                     }
                     let refusal: Arc<str> = match &decl.refusal {
@@ -408,46 +422,32 @@ impl Compiler {
                     rule_spans.insert(decl.name.name.clone(), decl.name.span);
                     if let Some(rule) = self.rule(decl) {
                         let id = RuleId(rules.len() as u32);
-                        for t in self.select(&decl.targets, "rule") {
+                        let what = format!("rule `{}`", decl.name.name);
+                        for t in self.select(&decl.targets, &what) {
                             if !tool_rules[t.index()].contains(&id) {
                                 tool_rules[t.index()].push(id);
                             }
                         }
+                        open_by_default.push(rule.fail_open && decl.on_missing.is_none());
                         rules.push(rule);
                     }
                 }
                 Item::Detokenise(decl) => {
                     let Some(id) = self.tool_index.get(&decl.tool.name).copied() else {
-                        self.error(
-                            Diagnostic::error(
-                                decl.tool.span,
-                                format!(
-                                    "`detokenise` names tool `{}`, which is never classified",
-                                    decl.tool.name
-                                ),
-                            )
-                            .with_help("classify the tool, or fix the name"),
-                        );
+                        self.unclassified_tool(&decl.tool, "`detokenise`");
                         continue;
                     };
                     if let Some(first) = detokenise_spans.insert(id, decl.tool.span) {
                         self.duplicate_name("`detokenise` for tool", &decl.tool, first);
                         continue;
                     }
-                    let mut paths = Vec::new();
-                    for path in &decl.paths {
-                        if path.root != PathRoot::Args || path.segments.is_empty() {
-                            self.error(
-                                Diagnostic::error(path.span, "a `detokenise` path must name an argument")
-                                    .with_help("write `args.NAME` (or a deeper path such as `args.patient.nhs_number`)"),
-                            );
-                            continue;
-                        }
-                        if let Some(p) = self.path(path) {
-                            paths.push(p.segs);
+                    let mut permits = Vec::new();
+                    for p in &decl.paths {
+                        if let Some(permit) = self.detokenise_path(p) {
+                            permits.push(permit);
                         }
                     }
-                    tools[id.index()].detokenise = paths.into_boxed_slice();
+                    tools[id.index()].detokenise = permits.into_boxed_slice();
                 }
                 Item::SanitiseOutput(decl) => {
                     for t in self.select(&decl.targets, "`sanitise_output`") {
@@ -467,6 +467,7 @@ impl Compiler {
                 );
             }
         }
+        self.check_fail_open_guards(&tool_rules, &rules, &open_by_default);
         for (t, r) in tools.iter_mut().zip(tool_rules) {
             t.rules = r.into_boxed_slice();
         }
@@ -661,7 +662,7 @@ impl Compiler {
         );
     }
 
-    /// Resolves selectors to tool ids; unknown tools get a warning.
+    /// Resolves selectors to tool ids; a tool name that is never classified is an error.
     fn select(&mut self, selectors: &[Selector], what: &str) -> Vec<ToolId> {
         let mut out = Vec::new();
         for sel in selectors {
@@ -677,11 +678,7 @@ impl Compiler {
                 }
                 Selector::Tool(t) => match self.tool_index.get(&t.name) {
                     Some(id) => out.push(*id),
-                    None => self.warn(
-                        t.span,
-                        format!("{what} names tool `{}`, which is never classified", t.name),
-                        "classify the tool, or fix the name",
-                    ),
+                    None => self.unclassified_tool(t, what),
                 },
             }
         }
@@ -706,17 +703,39 @@ impl Compiler {
                 "name its tools after `for`",
             );
         }
+        for e in &decl.requires {
+            self.check_always_true(e, &decl.name.name);
+            self.check_patterns(e, true);
+        }
         let mut cats = Categories::default();
         let mut conds = Vec::new();
+        self.in_untargeted_rule = decl.targets.is_empty();
         for e in &decl.requires {
-            conds.push(self.cond(e, &mut cats)?);
+            let cond = self.cond(e, &mut cats);
+            conds.push(cond);
         }
+        self.in_untargeted_rule = false;
+        let conds: Vec<Cond> = conds.into_iter().collect::<Option<_>>()?;
         let kind = cats.kind();
         let cond = Cond::all(conds);
         let fail_open = match &decl.on_missing {
             Some(m) => m.node == ast::OnMissing::Allow,
             None => kind == DenyKind::Precondition,
         };
+        let mut custom = Vec::new();
+        cond.collect_custom_facts(&mut custom);
+        if let (Some(m), Some(first)) = (&decl.on_missing, custom.first()) {
+            if m.node == ast::OnMissing::Allow {
+                self.warn(
+                    m.span,
+                    format!(
+                        "rule `{}` reads custom facts (`facts.{first}`) and fails open: a request that leaves them out is allowed",
+                        decl.name.name
+                    ),
+                    "custom facts come only from the executor, and one that fails to send them should not open the tool; drop the line (rules that read facts fail closed by default)",
+                );
+            }
+        }
         if fail_open && !cats.reads_facts() {
             if let Some(m) = &decl.on_missing {
                 self.warn(
@@ -1027,14 +1046,15 @@ impl Compiler {
                 if name == "field_filled" {
                     Some(Cond::FieldFilled(word.into()))
                 } else {
-                    if !self.tool_index.contains_key(&word) {
-                        self.warn(
-                            v.span,
-                            format!(
-                                "`called_before` names tool `{word}`, which is never classified"
-                            ),
-                            "check the tool name",
-                        );
+                    // A rule that applies to no tool (a library module's `for []`) is never
+                    // evaluated; its names are checked where it is imported for a tool.
+                    if !self.tool_index.contains_key(&word) && !self.in_untargeted_rule {
+                        let t = ast::Ident {
+                            name: word.clone(),
+                            span: v.span,
+                        };
+                        self.unclassified_tool(&t, "`called_before`");
+                        return None;
                     }
                     Some(Cond::CalledBefore(word.into()))
                 }

@@ -203,11 +203,9 @@ impl Cond {
             },
             Cond::FieldFilled(name) => match env.facts.fields() {
                 None => Truth::Unknown(ABSENT),
-                Some(fields) => Truth::from_bool(match fields.get(&**name) {
-                    None | Some(Value::Null) => false,
-                    Some(Value::String(s)) => !s.trim().is_empty(),
-                    Some(_) => true,
-                }),
+                Some(fields) => {
+                    Truth::from_bool(fields.get(&**name).is_some_and(crate::filled::is_filled))
+                }
             },
             Cond::CalledBefore(tool) => match env.facts.called() {
                 None => Truth::Unknown(ABSENT),

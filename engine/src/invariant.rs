@@ -329,13 +329,11 @@ impl Lowering<'_> {
             InvSelector::Selector(Selector::Tool(t)) => match self.c.tool_id(&t.name) {
                 Some(id) => Subject::Tool(id),
                 None => {
-                    self.c.report(
-                        Diagnostic::error(
-                            t.span,
-                            format!("the policy never classifies tool `{}`", t.name),
-                        )
-                        .with_help("check the name against the policy's classes; write `unclassified` to mean every tool it does not classify"),
-                    );
+                    let mut d = self.c.unclassified_diagnostic(t, "an invariant");
+                    d.help = d.help.map(|h| {
+                        format!("{h} (write `unclassified` to mean every tool the policy does not classify)")
+                    });
+                    self.c.report(d);
                     return None;
                 }
             },

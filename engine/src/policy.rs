@@ -52,8 +52,9 @@ pub(crate) struct ToolInfo {
     pub(crate) sets: u64,
     /// Latches (bit per latch) that deny this tool while set.
     pub(crate) blocked_by: u64,
-    /// Argument paths whose vault tokens the executor may unwrap (each covers its subtree).
-    pub(crate) detokenise: Box<[Box<[crate::cond::Seg]>]>,
+    /// Argument paths whose vault tokens the executor may unwrap (each covers its subtree),
+    /// each with the token kinds it accepts.
+    pub(crate) detokenise: Box<[crate::vault::Permit]>,
     /// Whether the tool's output must be re-sanitised before the model sees it.
     pub(crate) sanitise_output: bool,
 }

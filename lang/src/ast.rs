@@ -52,16 +52,36 @@ pub enum Item {
     SanitiseOutput(SanitiseDecl),
 }
 
-/// `detokenise send_referral { args [args.nhs_number] }`.
+/// `detokenise send_referral { args [args.nhs_number: NHS_NUMBER] }`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DetokeniseDecl {
     /// The tool whose arguments may be unwrapped.
     pub tool: Ident,
-    /// The argument paths (each rooted at `args`) that may receive cleartext; a path also
-    /// covers everything below it.
-    pub paths: Vec<Path>,
+    /// The argument paths (each rooted at `args`) that may receive cleartext, each with the
+    /// token kinds it accepts; a path also covers everything below it.
+    pub paths: Vec<DetokenisePath>,
     /// The whole declaration.
     pub span: Span,
+}
+
+/// `args.sort_code: SORT_CODE`, `args.patient: [NAME, EMAIL]` or `args.letter: any`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetokenisePath {
+    /// The argument path.
+    pub path: Path,
+    /// The token kinds it accepts, as written after `:`; `None` when the author wrote none
+    /// (a compile error: every path must say which kinds it unwraps).
+    pub kinds: Option<Spanned<Vec<Spanned<TokenKind>>>>,
+}
+
+/// One accepted kind of vault token.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TokenKind {
+    /// `any`: every kind (for free text that legitimately carries several).
+    Any,
+    /// A kind: a token's name without its trailing `_NN` index (`SORT_CODE` for
+    /// `<VAULT:SORT_CODE_01>`). Compared case-sensitively.
+    Named(String),
 }
 
 /// `sanitise_output [lookup_patient, read]`.

@@ -192,6 +192,7 @@ impl Layout<'_> {
                 Rule::stage_decl | Rule::latch_decl | Rule::hosts_decl | Rule::rule_decl => {
                     self.block(part.clone(), next)
                 }
+                Rule::detokenise_decl => self.detokenise(part.clone(), next),
                 _ => {
                     let r = Range {
                         start: start(part),
@@ -291,6 +292,76 @@ impl Layout<'_> {
             let next_entry = entries.get(i + 1).map_or(close, start);
             self.entry(e.clone(), next_entry);
         }
+        self.p.close_line(
+            0,
+            "}",
+            Range {
+                start: close,
+                end: close + 1,
+                next,
+            },
+        );
+    }
+
+    /// `detokenise TOOL { args [PATH: KIND, ..] }` on one line when it fits, else as a block
+    /// whose `args` list wraps like any list. One with a comment inside is copied as written.
+    fn detokenise(&mut self, p: Pair<'_, Rule>, next: usize) {
+        let r = Range {
+            start: start(&p),
+            end: end(&p, &self.p),
+            next,
+        };
+        let close = r.end - 1;
+        if self.p.has_comment_between(r.start, close) {
+            self.p.verbatim(r, true);
+            return;
+        }
+        let mut inner = p.into_inner();
+        let tool = inner.next().map(|t| text(&t)).unwrap_or_default();
+        let Some(args) = inner.next() else {
+            self.p.verbatim(r, true);
+            return;
+        };
+        let (list_open, list_close) = (start(&args), end(&args, &self.p) - 1);
+        let items: Vec<Elem> = args
+            .into_inner()
+            .map(|path| Elem {
+                start: start(&path),
+                end: end(&path, &self.p),
+                text: detokenise_path(path),
+            })
+            .collect();
+        let joined: Vec<&str> = items.iter().map(|e| e.text.as_str()).collect();
+        let one = format!("detokenise {tool} {{ args [{}] }}", joined.join(", "));
+        if one.chars().count() <= MAX_WIDTH {
+            self.p.line(0, &one, r, true);
+            return;
+        }
+        let open = self.p.find_outside_comments(r.start, '{');
+        let args_kw = self.p.find_outside_comments(open + 1, 'a');
+        self.p.open_line(
+            0,
+            &format!("detokenise {tool} {{"),
+            Range {
+                start: r.start,
+                end: open + 1,
+                next: args_kw,
+            },
+            true,
+        );
+        self.list(
+            1,
+            "args",
+            list_open,
+            list_close,
+            &items,
+            "",
+            Range {
+                start: args_kw,
+                end: list_close + 1,
+                next: close,
+            },
+        );
         self.p.close_line(
             0,
             "}",
@@ -426,6 +497,23 @@ impl Layout<'_> {
             },
         );
     }
+}
+
+/// `PATH: KIND` or `PATH: [KIND, ..]` with single spaces (no comment lies inside).
+fn detokenise_path(p: Pair<'_, Rule>) -> String {
+    let mut inner = p.into_inner();
+    let mut out = inner.next().map(|path| text(&path)).unwrap_or_default();
+    if let Some(kinds) = inner.next() {
+        let bracketed = kinds.as_str().starts_with('[');
+        let names: Vec<String> = kinds.into_inner().map(|k| text(&k)).collect();
+        out.push_str(": ");
+        if bracketed {
+            out.push_str(&format!("[{}]", names.join(", ")));
+        } else {
+            out.push_str(&names.concat());
+        }
+    }
+    out
 }
 
 fn e_text(p: &Printer<'_>, r: Range) -> String {

@@ -16,6 +16,16 @@ impl Policy {
     }
 }
 
+impl Expr {
+    /// A copy of the condition with every span erased, for comparing two conditions by
+    /// meaning (`x or not x`).
+    pub fn without_spans(&self) -> Expr {
+        let mut e = self.clone();
+        expr(&mut e);
+        e
+    }
+}
+
 fn erase_policy(p: &mut Policy) {
     ident(&mut p.module);
     for item in &mut p.items {
@@ -75,7 +85,13 @@ fn erase_policy(p: &mut Policy) {
             Item::Detokenise(d) => {
                 d.span = Span::default();
                 ident(&mut d.tool);
-                d.paths.iter_mut().for_each(|p| p.span = Span::default());
+                for p in &mut d.paths {
+                    p.path.span = Span::default();
+                    if let Some(kinds) = &mut p.kinds {
+                        kinds.span = Span::default();
+                        kinds.node.iter_mut().for_each(|k| k.span = Span::default());
+                    }
+                }
             }
             Item::SanitiseOutput(d) => {
                 d.span = Span::default();

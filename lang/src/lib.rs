@@ -16,8 +16,10 @@ mod fmt_spanless;
 mod parser;
 mod rule_names;
 mod span;
+mod suggest;
 
 pub use diagnostic::{render_all, Diagnostic, Severity};
 pub use fmt::{format_source, MAX_WIDTH};
 pub use parser::{parse, parse_at, parse_invariants};
 pub use span::{LineCol, SourceFile, Span};
+pub use suggest::did_you_mean;

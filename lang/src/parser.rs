@@ -652,9 +652,46 @@ impl Builder {
         let tool = self.name_or_empty(inner.next(), span);
         let paths = inner
             .next()
-            .map(|args| args.into_inner().map(|path| self.path(path)).collect())
+            .map(|args| args.into_inner().map(|p| self.detokenise_path(p)).collect())
             .unwrap_or_default();
         DetokeniseDecl { tool, paths, span }
+    }
+
+    /// `args.PATH [: KIND | : [KIND, ..]]`.
+    fn detokenise_path(&mut self, p: Pair<'_, Rule>) -> DetokenisePath {
+        let span = self.span(&p);
+        let mut inner = p.into_inner();
+        let path = match inner.next() {
+            Some(path) => self.path(path),
+            None => Path {
+                root: PathRoot::Args,
+                segments: Vec::new(),
+                span,
+            },
+        };
+        let kinds = inner.next().map(|kinds| {
+            let kspan = self.span(&kinds);
+            let list = kinds
+                .into_inner()
+                .map(|k| {
+                    let span = self.span(&k);
+                    let node = match k.into_inner().next() {
+                        Some(w) if w.as_rule() == Rule::kw_any => TokenKind::Any,
+                        Some(w) if w.as_rule() == Rule::string => {
+                            TokenKind::Named(self.string_value(w).unwrap_or_default())
+                        }
+                        Some(w) => TokenKind::Named(w.as_str().to_string()),
+                        None => TokenKind::Named(String::new()),
+                    };
+                    Spanned { node, span }
+                })
+                .collect();
+            Spanned {
+                node: list,
+                span: kspan,
+            }
+        });
+        DetokenisePath { path, kinds }
     }
 
     fn rule_decl(&mut self, p: Pair<'_, Rule>) -> RuleDecl {

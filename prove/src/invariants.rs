@@ -523,14 +523,22 @@ fn case_strategy(guide: &Guide, points: usize) -> BoxedStrategy<Case> {
         3 => prop::collection::vec(message_strategy(kinds.clone()), 0..=max_window + 2).prop_map(Some),
         4 => boundary_messages(windows, kinds).prop_map(Some),
     ];
+    // Every side of what `field_filled` counts as filled (docs/language.md).
     let field_values = vec![
         None,
         Some(Value::Null),
         Some(Value::from("")),
         Some(Value::from("  ")),
+        Some(Value::from("\u{200B}\u{FEFF}")),
+        Some(Value::from("\u{3164}\u{00A0}")),
         Some(Value::from("x")),
+        Some(Value::from("\u{200B}x")),
         Some(Value::from(1)),
+        Some(Value::from(0)),
+        Some(Value::from(true)),
         Some(Value::from(false)),
+        Some(Value::Array(Vec::new())),
+        Some(Value::Object(serde_json::Map::new())),
     ];
     let n_fields = guide.fields.len();
     let fields = prop_oneof![

@@ -4,7 +4,8 @@
 //! [`Spec::render`], either plainly or with a random layout: any whitespace, blank lines and
 //! `//`/`#` comments between any two tokens. Every construct of the grammar appears: classes
 //! (tools written as names and as strings), stages with `tools`, `max_turns` and `refusal`,
-//! latches, host lists with and without `schemes`, and rules with nested `and`/`or`/`not`,
+//! latches, host lists with and without `schemes`, `detokenise` with token kinds (one, a
+//! list, `any`, a quoted kind), and rules with nested `and`/`or`/`not`,
 //! every test, every built-in (labelled and positional arguments), paths with keys and
 //! indexes, strings with escapes, raw strings, and numbers in several notations.
 //!
@@ -183,6 +184,13 @@ pub enum Decl {
         /// `idn allow` (always when an entry is internationalised, which needs it).
         idn: bool,
     },
+    /// `detokenise TOOL { args [PATH: KINDS, ..] }`.
+    Detokenise {
+        /// Index into [`TOOLS`] (a classified one).
+        tool: usize,
+        /// Paths (indexes into [`DETOKENISE_PATHS`]) with their kinds (into [`TOKEN_KINDS`]).
+        paths: Vec<(usize, Vec<usize>)>,
+    },
     /// `rule NAME for SELS { .. }`.
     Rule {
         /// Rule number (`r0`, `r1`, ..).
@@ -197,6 +205,11 @@ pub enum Decl {
         on_missing: Option<bool>,
     },
 }
+
+/// Argument paths a `detokenise` declaration may name.
+pub const DETOKENISE_PATHS: [&str; 4] = ["args.n", "args.items[0].sku", "args.a-b", "args.o.0"];
+/// Token kinds as written in `detokenise` (names, `any`, a quoted odd kind).
+pub const TOKEN_KINDS: [&str; 4] = ["SORT_CODE", "any", "\"nhs:number\"", "email"];
 
 /// A generated policy.
 #[derive(Debug, Clone)]
@@ -401,6 +414,27 @@ impl Spec {
                             if *m { "allow" } else { "deny" }.into(),
                         ]);
                     }
+                    t.push("}".into());
+                }
+                Decl::Detokenise { tool, paths } => {
+                    t.extend([
+                        "detokenise".into(),
+                        tool_text(*tool),
+                        "{".into(),
+                        "args".into(),
+                    ]);
+                    push_list(
+                        &mut t,
+                        paths.iter().map(|(path, kinds)| {
+                            let kinds: Vec<&str> = kinds.iter().map(|k| TOKEN_KINDS[*k]).collect();
+                            let kinds = match kinds.as_slice() {
+                                [one] => one.to_string(),
+                                many => format!("[{}]", many.join(", ")),
+                            };
+                            format!("{}: {kinds}", DETOKENISE_PATHS[*path])
+                        }),
+                        paths.len() > 1,
+                    );
                     t.push("}".into());
                 }
             }
@@ -655,8 +689,21 @@ pub fn spec() -> impl Strategy<Value = Spec> {
         ),
         0..3,
     );
-    (classes, hosts, any::<u64>())
-        .prop_flat_map(|(classes, hosts, seed)| {
+    let detokenise = prop::option::weighted(
+        0.3,
+        (
+            0..TOOLS.len(),
+            prop::collection::vec(
+                (
+                    0..DETOKENISE_PATHS.len(),
+                    prop::collection::vec(0..TOKEN_KINDS.len(), 1..3),
+                ),
+                1..3,
+            ),
+        ),
+    );
+    (classes, hosts, any::<u64>(), detokenise)
+        .prop_flat_map(|(classes, hosts, seed, detokenise)| {
             let host_names: Vec<usize> = (0..hosts.len()).collect();
             let stages = prop::collection::vec(
                 (
@@ -698,10 +745,13 @@ pub fn spec() -> impl Strategy<Value = Spec> {
                 stages,
                 latches,
                 rules,
-                Just(seed),
+                Just((seed, detokenise)),
             )
         })
-        .prop_map(|(classes, hosts, stages, latches, rules, seed)| {
+        .prop_map(|(classes, hosts, stages, latches, rules, more)| {
+            let (seed, detokenise) = more;
+            let (classes, stages, latches, rules) =
+                only_classified(classes, stages, latches, rules);
             let mut decls = Vec::new();
             for c in [Class::Write, Class::Ingest, Class::Read] {
                 let tools: Vec<usize> = (0..TOOLS.len())
@@ -746,6 +796,11 @@ pub fn spec() -> impl Strategy<Value = Spec> {
                     refusal,
                 });
             }
+            if let Some((tool, paths)) = detokenise {
+                if classes[tool].is_some() {
+                    blocks.push(Decl::Detokenise { tool, paths });
+                }
+            }
             for (i, (targets, requires, refusal, on_missing)) in rules.into_iter().enumerate() {
                 blocks.push(Decl::Rule {
                     name: i,
@@ -770,6 +825,76 @@ pub fn spec() -> impl Strategy<Value = Spec> {
             }
             Spec { decls }
         })
+}
+
+type StageGen = (Option<Vec<usize>>, Option<u64>, Option<usize>);
+type LatchGen = (Option<Sels>, Option<Sels>, Option<usize>);
+type RuleGen = (Sels, Vec<Cond>, Option<usize>, Option<bool>);
+
+/// A policy may name only tools it classifies (anything else is a compile error): a tool
+/// that `called_before` names gets a class, and stage lists and selectors drop the others.
+/// Requests still call unclassified tools (see [`STRANGERS`]).
+fn only_classified(
+    mut classes: Vec<Option<Class>>,
+    stages: Vec<StageGen>,
+    latches: Vec<LatchGen>,
+    rules: Vec<RuleGen>,
+) -> (
+    Vec<Option<Class>>,
+    Vec<StageGen>,
+    Vec<LatchGen>,
+    Vec<RuleGen>,
+) {
+    let mut called = Vec::new();
+    for (_, requires, _, _) in &rules {
+        requires
+            .iter()
+            .for_each(|c| called_before_tools(c, &mut called));
+    }
+    for i in called {
+        classes[i].get_or_insert(Class::Read);
+    }
+    let known = |i: &usize| classes[*i].is_some();
+    let keep = |sels: Sels| Sels {
+        items: sels
+            .items
+            .into_iter()
+            .filter(|s| !matches!(s, Sel::Tool(t) if !known(t)))
+            .collect(),
+        bracketed: sels.bracketed,
+    };
+    let stages = stages
+        .into_iter()
+        .map(|(tools, m, r)| (tools.map(|t| t.into_iter().filter(known).collect()), m, r))
+        .collect();
+    let latches = latches
+        .into_iter()
+        .map(|(set_by, blocks, r)| (set_by.map(keep), blocks.map(keep), r))
+        .collect();
+    let rules = rules
+        .into_iter()
+        .map(|(targets, requires, r, m)| (keep(targets), requires, r, m))
+        .collect();
+    (classes, stages, latches, rules)
+}
+
+/// The tools (indexes into [`TOOLS`]) that `called_before` calls in `c` name.
+fn called_before_tools(c: &Cond, out: &mut Vec<usize>) {
+    match c {
+        Cond::Call(text) => {
+            if let Some(arg) = text
+                .strip_prefix("called_before(")
+                .and_then(|t| t.strip_suffix(')'))
+            {
+                out.extend((0..TOOLS.len()).filter(|&i| tool_text(i) == arg));
+            }
+        }
+        Cond::And(parts) | Cond::Or(parts) => {
+            parts.iter().for_each(|p| called_before_tools(p, out));
+        }
+        Cond::Not(inner) | Cond::Paren(inner) => called_before_tools(inner, out),
+        Cond::Bool(_) | Cond::Test(_) => {}
+    }
 }
 
 /// A JSON value an argument may hold: near the policy's literals, of every JSON type.
@@ -883,7 +1008,17 @@ fn facts() -> impl Strategy<Value = Value> {
                 Just(json!("  ")),
                 Just(json!("")),
                 Just(Value::Null),
-                Just(json!(5))
+                Just(json!(5)),
+                Just(json!(0)),
+                Just(json!(true)),
+                Just(json!(false)),
+                Just(json!([])),
+                Just(json!({})),
+                Just(json!(["+44"])),
+                Just(json!("\u{200B}")),
+                Just(json!("\u{FEFF}\u{2060} \u{200D}")),
+                Just(json!("\u{3164}\u{00A0}\u{2800}")),
+                Just(json!("\u{200B}7\u{200C}")),
             ],
         ),
         0..3,

@@ -647,9 +647,10 @@ impl Ctx<'_> {
                 let field =
                     name_of(arg("field", 0).or_else(|| c.args.first().map(|a| &a.value.node)));
                 truth(match fields.get(&field) {
-                    None | Some(Value::Null) => false,
-                    Some(Value::String(s)) => !s.trim().is_empty(),
-                    Some(_) => true,
+                    Some(Value::String(s)) => s.chars().any(|c| !invisible(c)),
+                    Some(Value::Number(_)) => true,
+                    Some(Value::Bool(b)) => *b,
+                    _ => false,
                 })
             }
             "called_before" => {
@@ -666,6 +667,48 @@ impl Ctx<'_> {
             _ => INVALID,
         }
     }
+}
+
+/// A character `field_filled` does not count, written out from docs/language.md: Unicode
+/// White_Space, control characters, Default_Ignorable_Code_Point, and U+2800.
+fn invisible(c: char) -> bool {
+    const WHITE_SPACE: &[(u32, u32)] = &[
+        (0x09, 0x0D),
+        (0x20, 0x20),
+        (0x85, 0x85),
+        (0xA0, 0xA0),
+        (0x1680, 0x1680),
+        (0x2000, 0x200A),
+        (0x2028, 0x2029),
+        (0x202F, 0x202F),
+        (0x205F, 0x205F),
+        (0x3000, 0x3000),
+    ];
+    const CONTROL: &[(u32, u32)] = &[(0x00, 0x1F), (0x7F, 0x9F)];
+    const DEFAULT_IGNORABLE: &[(u32, u32)] = &[
+        (0xAD, 0xAD),
+        (0x34F, 0x34F),
+        (0x61C, 0x61C),
+        (0x115F, 0x1160),
+        (0x17B4, 0x17B5),
+        (0x180B, 0x180F),
+        (0x200B, 0x200F),
+        (0x202A, 0x202E),
+        (0x2060, 0x206F),
+        (0x3164, 0x3164),
+        (0xFE00, 0xFE0F),
+        (0xFEFF, 0xFEFF),
+        (0xFFA0, 0xFFA0),
+        (0xFFF0, 0xFFF8),
+        (0x1BCA0, 0x1BCA3),
+        (0x1D173, 0x1D17A),
+        (0xE0000, 0xE0FFF),
+    ];
+    let c = c as u32;
+    c == 0x2800
+        || [WHITE_SPACE, CONTROL, DEFAULT_IGNORABLE]
+            .iter()
+            .any(|set| set.iter().any(|(lo, hi)| (*lo..=*hi).contains(&c)))
 }
 
 fn walk<'a>(mut cur: Option<&'a Value>, segments: &[PathSegment]) -> Option<&'a Value> {

@@ -290,7 +290,7 @@ fn bad_references_are_located_errors_with_hints() {
     assert!(e.contains("help: declared stages: a"), "{e}");
     let e = compile_err(&format!("{base}invariant i {{ never allow payy }}\n"));
     assert!(
-        e.contains("4:27: error: the policy never classifies tool `payy`"),
+        e.contains("4:27: error: an invariant names tool `payy`, which is never classified"),
         "{e}"
     );
     assert!(e.contains("unclassified"), "{e}");

@@ -116,18 +116,48 @@ fn absent_messages_fail_open() {
 // ---- field_filled ------------------------------------------------------------------------
 
 #[test]
-fn field_filled_needs_a_non_empty_string_or_a_non_null_value() {
+fn field_filled_needs_a_visible_string_a_number_or_true() {
     for (phone, want) in [
         (json!("+44 7700 900123"), true),
         (json!("0"), true),
+        (json!(" x "), true),
+        (json!("\u{200B}7"), true),
+        (json!("\u{FEFF}+44\u{2060}"), true),
+        (json!("٣"), true),
         (json!(7700900123u64), true),
         (json!(0), true),
-        (json!(false), true),
-        (json!({"cc": "44"}), true),
+        (json!(-0.5), true),
+        (json!(true), true),
+        // Not filled: false, null, arrays and objects (empty or not).
+        (json!(false), false),
+        (json!(null), false),
+        (json!([]), false),
+        (json!({}), false),
+        (json!(["+44"]), false),
+        (json!({"cc": "44"}), false),
+        // Not filled: strings of only whitespace or invisible characters.
         (json!(""), false),
         (json!(" "), false),
         (json!("\t\n  "), false),
-        (json!(null), false),
+        (json!("\u{00A0}"), false),
+        (json!("\u{2003}\u{3000}\u{205F}\u{1680}"), false),
+        (json!("\u{200B}"), false),
+        (json!("\u{200C}\u{200D}"), false),
+        (json!("\u{2060}"), false),
+        (json!("\u{FEFF}"), false),
+        (json!("\u{200B} \u{FEFF}\u{2060}\u{200D}"), false),
+        (json!("\u{00AD}"), false),
+        (json!("\u{034F}\u{061C}\u{180E}"), false),
+        (
+            json!("\u{200E}\u{200F}\u{202A}\u{202E}\u{2066}\u{2069}"),
+            false,
+        ),
+        (json!("\u{2061}\u{2064}"), false),
+        (json!("\u{3164}"), false),
+        (json!("\u{FFA0}\u{115F}\u{1160}"), false),
+        (json!("\u{2800}"), false),
+        (json!("\u{FE0F}\u{E0020}\u{E007F}"), false),
+        (json!("\u{0000}\u{0007}\u{007F}\u{0085}"), false),
     ] {
         assert_eq!(
             messenger_allows("issue_invoice", json!({"fields": {"phone": phone}})),
@@ -254,7 +284,8 @@ fn fail_open_is_reported_only_on_the_decisions_it_applied_to() {
 const OVERRIDES: &str = r#"
 module overrides
 write strict_pay, strict_invoice, strict_modify, strict_book, open_pay
-stage s { tools [strict_pay, strict_invoice, strict_modify, strict_book, open_pay] }
+read verify
+stage s { tools [strict_pay, strict_invoice, strict_modify, strict_book, open_pay, verify] }
 rule media_strict for strict_pay {
   require client_sent_media(within: 5, kinds: [image])
   on_missing deny

@@ -17,10 +17,13 @@ pub struct Args {
     /// the policy never classified is an error, every policy tool missing from it a warning.
     #[arg(long)]
     tools: Option<String>,
+    /// Treat every warning as an error (exit 1), including those of `--tools`.
+    #[arg(long)]
+    deny_warnings: bool,
 }
 
-/// Exit 0 when every file compiles (warnings allowed) and, with `--tools`, classifies every
-/// executor tool; 1 otherwise.
+/// Exit 0 when every file compiles (warnings allowed unless `--deny-warnings`) and, with
+/// `--tools`, classifies every executor tool; 1 otherwise.
 pub fn run(args: &Args) -> ExitCode {
     let mut failed = false;
     if args.tools.as_deref() == Some("-") && args.files.iter().any(|f| f == "-") {
@@ -43,7 +46,13 @@ pub fn run(args: &Args) -> ExitCode {
                 continue;
             }
         };
-        match super::compile_file(path, &text) {
+        let compiled = super::compile_file(path, &text);
+        let compiled = if args.deny_warnings {
+            compiled.and_then(toolgate_engine::Policy::deny_warnings)
+        } else {
+            compiled
+        };
+        match compiled {
             Ok(policy) => {
                 if !policy.warnings().is_empty() {
                     eprintln!("{}", render_all(policy.warnings(), policy.source()));
@@ -64,7 +73,7 @@ pub fn run(args: &Args) -> ExitCode {
                     },
                 );
                 if let Some(tools) = &tools {
-                    failed |= tool_coverage::report(&policy, tools);
+                    failed |= tool_coverage::report(&policy, tools, args.deny_warnings);
                 }
             }
             Err(err) => {

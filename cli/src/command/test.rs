@@ -25,6 +25,9 @@ pub struct Args {
     /// Also print which rules, stages and tools the example tests exercised, and which not.
     #[arg(long)]
     coverage: bool,
+    /// Treat every warning of a policy (and of its invariants) as an error: the policy fails.
+    #[arg(long)]
+    deny_warnings: bool,
 }
 
 #[derive(Default)]
@@ -50,7 +53,7 @@ pub fn run(args: &Args) -> ExitCode {
     };
     let mut tally = Tally::default();
     for path in &policies {
-        test_policy(path, &config, args.coverage, &mut tally);
+        test_policy(path, &config, args, &mut tally);
     }
     println!();
     println!("{} passed, {} failed", tally.passed, tally.failed);
@@ -123,7 +126,8 @@ fn fail(tally: &mut Tally, line: &str, details: &str) {
     tally.failed += 1;
 }
 
-fn test_policy(path: &Path, config: &Config, coverage: bool, tally: &mut Tally) {
+fn test_policy(path: &Path, config: &Config, args: &Args, tally: &mut Tally) {
+    let coverage = args.coverage;
     let shown = path.display().to_string();
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -135,7 +139,13 @@ fn test_policy(path: &Path, config: &Config, coverage: bool, tally: &mut Tally) 
             )
         }
     };
-    let policy = match super::compile_file(&shown, &text) {
+    let compiled = super::compile_file(&shown, &text);
+    let compiled = if args.deny_warnings {
+        compiled.and_then(toolgate_engine::Policy::deny_warnings)
+    } else {
+        compiled
+    };
+    let policy = match compiled {
         Ok(p) => p,
         Err(e) => {
             return fail(
@@ -203,6 +213,19 @@ fn test_policy(path: &Path, config: &Config, coverage: bool, tally: &mut Tally) 
     };
     let inv_name = inv_path.display().to_string();
     let file = inv_text.as_deref().map(|t| (inv_name.as_str(), t));
+    if let (true, Some((name, text))) = (args.deny_warnings, file) {
+        if let Ok(inv) = toolgate_engine::Invariants::compile(&policy, name, text) {
+            if !inv.warnings().is_empty() {
+                let source = toolgate_lang::SourceFile::new(name, text);
+                let rendered = toolgate_lang::render_all(inv.warnings(), &source);
+                return fail(
+                    tally,
+                    &format!("invariants {inv_name}"),
+                    &format!("have warnings, denied by --deny-warnings:\n{rendered}"),
+                );
+            }
+        }
+    }
     match toolgate_prove::check_policy(&policy, file, config) {
         Err(e) => fail(
             tally,

@@ -11,8 +11,9 @@ use toolgate_lang::ast::Item;
 use toolgate_lang::{Diagnostic, Span};
 
 /// Prints the coverage diagnostics of `policy` against `tools` on stderr and a summary line on
-/// stdout. Returns true when there is an error (an executor tool the policy never classified).
-pub fn report(policy: &Policy, tools: &ToolsFile) -> bool {
+/// stdout. Returns true when there is an error (an executor tool the policy never classified,
+/// or with `deny_warnings` a policy tool the executor lacks).
+pub fn report(policy: &Policy, tools: &ToolsFile, deny_warnings: bool) -> bool {
     let file = policy.source().name();
     let module = policy.module();
     let mut errors = Vec::new();
@@ -53,12 +54,20 @@ pub fn report(policy: &Policy, tools: &ToolsFile) -> bool {
             tools.source.name()
         );
         let help = "if it was renamed, rename it here too; otherwise remove it from the policy";
+        let (diagnostic, severity) = if deny_warnings {
+            (Diagnostic::error as fn(Span, String) -> Diagnostic, "error")
+        } else {
+            (
+                Diagnostic::warning as fn(Span, String) -> Diagnostic,
+                "warning",
+            )
+        };
         warnings.push(match spans.iter().find(|(n, _)| n == name) {
-            Some((_, span)) => Diagnostic::warning(*span, message)
+            Some((_, span)) => diagnostic(*span, message)
                 .with_label("classified here")
                 .with_help(help)
                 .render(policy.source()),
-            None => format!("{file}: warning: {message}\n  = help: {help}\n"),
+            None => format!("{file}: {severity}: {message}\n  = help: {help}\n"),
         });
     }
 
@@ -80,7 +89,7 @@ pub fn report(policy: &Policy, tools: &ToolsFile) -> bool {
         errors.len(),
         warnings.len()
     );
-    !errors.is_empty()
+    !errors.is_empty() || (deny_warnings && !warnings.is_empty())
 }
 
 /// Where each tool is classified in the policy source, by a fresh parse of it.
