@@ -45,7 +45,6 @@ mod response;
 mod sessions;
 mod strict_json;
 mod strict_url;
-mod suggest;
 mod tool_set;
 mod vault;
 mod view;

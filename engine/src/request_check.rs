@@ -6,8 +6,8 @@
 use crate::error::RequestError;
 use crate::policy::Policy;
 use crate::request::{repeated_id, repeated_id_error, schema, Facts, Request};
-use crate::suggest::closest;
 use crate::view::LatchedRef;
+use toolgate_lang::did_you_mean;
 
 impl Policy {
     /// Errors when `request` names a policy module other than this one, or its `latched`
@@ -49,7 +49,7 @@ impl Policy {
         };
         let declared: Vec<&str> = self.latches.iter().map(|l| &*l.name).collect();
         let mut message = format!("the policy declares no latch `{name}`");
-        if let Some(near) = closest(name, declared.iter().copied()) {
+        if let Some(near) = did_you_mean(name, declared.iter().copied()) {
             message.push_str(&format!("; did you mean `{near}`?"));
         }
         if declared.is_empty() {

@@ -66,18 +66,19 @@ pub fn load_dir(dir: &Path, generation: u64, deny_warnings: bool) -> Result<Poli
         let name = f.display().to_string();
         match std::fs::read_to_string(f) {
             Err(e) => errors.push(format!("{name}: cannot read: {e}")),
-            Ok(text) => match crate::command::compile_file(&name, &text) {
-                Ok(p) if deny_warnings && !p.warnings().is_empty() => errors.push(format!(
-                    "{name}: refused by --deny-warnings:\n{}",
-                    p.warnings()
-                        .iter()
-                        .map(|w| w.render(p.source()))
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                )),
-                Ok(p) => policies.push(p),
-                Err(e) => errors.push(e.render()),
-            },
+            Ok(text) => {
+                let compiled = crate::command::compile_file(&name, &text);
+                match compiled.and_then(|p| {
+                    if deny_warnings {
+                        p.deny_warnings()
+                    } else {
+                        Ok(p)
+                    }
+                }) {
+                    Ok(p) => policies.push(p),
+                    Err(e) => errors.push(e.render()),
+                }
+            }
         }
     }
     if !errors.is_empty() {
