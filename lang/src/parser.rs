@@ -661,14 +661,7 @@ impl Builder {
     fn detokenise_path(&mut self, p: Pair<'_, Rule>) -> DetokenisePath {
         let span = self.span(&p);
         let mut inner = p.into_inner();
-        let path = match inner.next() {
-            Some(path) => self.path(path),
-            None => Path {
-                root: PathRoot::Args,
-                segments: Vec::new(),
-                span,
-            },
-        };
+        let path = self.path_or_empty(inner.next(), span);
         let kinds = inner.next().map(|kinds| {
             let kspan = self.span(&kinds);
             let list = kinds
@@ -966,17 +959,22 @@ impl Builder {
         Spanned { node, span }
     }
 
-    fn predicate(&mut self, p: Pair<'_, Rule>) -> Expr {
-        let span = self.span(&p);
-        let mut inner = p.into_inner();
-        let path = match inner.next() {
+    /// The path in `p`, or an empty `args` path at `span` when the grammar gave none.
+    fn path_or_empty(&mut self, p: Option<Pair<'_, Rule>>, span: Span) -> Path {
+        match p {
             Some(path) => self.path(path),
             None => Path {
                 root: PathRoot::Args,
                 segments: Vec::new(),
                 span,
             },
-        };
+        }
+    }
+
+    fn predicate(&mut self, p: Pair<'_, Rule>) -> Expr {
+        let span = self.span(&p);
+        let mut inner = p.into_inner();
+        let path = self.path_or_empty(inner.next(), span);
         let pred = match inner.next() {
             Some(t) => self.predicate_tail(t),
             None => Predicate::Exists,
