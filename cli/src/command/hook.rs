@@ -4,7 +4,7 @@
 use super::{compile_file, read_input};
 use crate::hook::agents::Agent;
 use crate::hook::state::StateDir;
-use crate::hook::{Event, Judge};
+use crate::hook::Judge;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -88,35 +88,19 @@ pub fn run(args: &Args) -> ExitCode {
 fn answer(agent: Agent, args: &RunArgs) -> Result<Option<String>, String> {
     let input = read_input("-")?;
     let event = agent.read(&input).map_err(|e| e.to_string())?;
-    let session = match &event {
-        Event::Other => return Ok(None),
-        Event::TurnStart { session, .. }
-        | Event::BeforeTool { session, .. }
-        | Event::AfterTool { session, .. } => session.clone(),
+    let Some(session) = event.session() else {
+        return Ok(None);
     };
     let text = read_input(&args.policy)?;
     let policy = compile_file(&args.policy, &text)
         .map_err(|e| format!("policy does not compile\n{}", e.render().trim_end()))?;
-    let stage = args.stage.clone().or_else(|| {
-        let mut stages = policy.stages();
-        match (stages.next(), stages.next()) {
-            (Some(only), None) => Some(only.to_string()),
-            _ => None,
-        }
-    });
-    let judge = Judge {
-        policy: &policy,
-        stage,
-        approve: args.approve,
-    };
+    let judge = Judge::new(&policy, args.stage.clone(), args.approve);
     let dir = StateDir::new(
         args.state_dir
             .clone()
             .unwrap_or_else(StateDir::default_path),
     );
-    let mut locked = dir
-        .lock(agent.name(), &session)
-        .map_err(|e| e.to_string())?;
+    let mut locked = dir.lock(agent.name(), session).map_err(|e| e.to_string())?;
     if locked.state.recovered {
         eprintln!(
             "toolgate: the hook state of session `{session}` could not be read; every latch is \

@@ -9,7 +9,7 @@ use super::{Answer, Event};
 use serde_json::{json, Map, Value};
 
 /// The agents `toolgate hook` speaks to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Agent {
     /// Claude Code (and the Claude Agent SDK): `PreToolUse`, `PostToolUse`,
     /// `UserPromptSubmit`, `SessionStart`.
@@ -38,6 +38,14 @@ pub enum EventError {
 }
 
 impl Agent {
+    /// Every agent, in the order the docs list them.
+    pub const ALL: [Agent; 3] = [Agent::ClaudeCode, Agent::GeminiCli, Agent::Cursor];
+
+    /// The agent called `name` (as on the command line), if there is one.
+    pub fn from_name(name: &str) -> Option<Agent> {
+        Agent::ALL.into_iter().find(|a| a.name() == name)
+    }
+
     /// The name used on the command line and in state file names.
     pub fn name(self) -> &'static str {
         match self {

@@ -54,6 +54,18 @@ pub enum Event {
     Other,
 }
 
+impl Event {
+    /// The session the event belongs to; `None` for an event toolgate has no part in.
+    pub fn session(&self) -> Option<&str> {
+        match self {
+            Event::TurnStart { session, .. }
+            | Event::BeforeTool { session, .. }
+            | Event::AfterTool { session, .. } => Some(session),
+            Event::Other => None,
+        }
+    }
+}
+
 /// What the hook tells the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
@@ -78,7 +90,24 @@ pub struct Judge<'a> {
     pub approve: bool,
 }
 
-impl Judge<'_> {
+impl<'a> Judge<'a> {
+    /// A judge for `policy` in `stage`, or, when `stage` is `None`, in the policy's only
+    /// stage if it declares exactly one (otherwise no stage: every call is denied for it).
+    pub fn new(policy: &'a Policy, stage: Option<String>, approve: bool) -> Self {
+        let stage = stage.or_else(|| {
+            let mut stages = policy.stages();
+            match (stages.next(), stages.next()) {
+                (Some(only), None) => Some(only.to_string()),
+                _ => None,
+            }
+        });
+        Judge {
+            policy,
+            stage,
+            approve,
+        }
+    }
+
     /// Handles one event against the session's state, updating the state in place.
     pub fn handle(&self, event: &Event, state: &mut SessionState) -> Answer {
         match event {

@@ -11,6 +11,7 @@ mod api_error;
 mod conn;
 pub mod decision_log;
 mod guard;
+mod hooks;
 mod limits;
 mod loader;
 mod metrics;
@@ -73,6 +74,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/v1/decide", post(routes::decide))
         .route("/v1/data/{module}/decide", post(routes::data_decide))
         .route("/v1/offer", post(routes::offer))
+        .route("/v1/hooks/{agent}", post(hooks::hook))
         .route("/v1/check", post(routes::check))
         .route("/v1/reload", post(routes::reload))
         .route("/v1/policies", get(routes::policies))
@@ -101,6 +103,7 @@ pub async fn run(config: Config) -> Result<(), String> {
     let state = Arc::new(AppState {
         store: PolicyStore::default(),
         sessions: SessionStore::new(config.sessions),
+        hook_sessions: hooks::HookSessions::new(config.sessions.max_sessions),
         metrics: Default::default(),
         log,
         limits: config.limits,

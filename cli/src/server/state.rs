@@ -20,6 +20,8 @@ pub struct AppState {
     pub store: PolicyStore,
     /// Turn-scoped latch state by session.
     pub sessions: SessionStore,
+    /// Coding-agent hook sessions (`/v1/hooks/{agent}`).
+    pub hook_sessions: super::hooks::HookSessions,
     /// Counters and histograms.
     pub metrics: Metrics,
     /// The decision log.
