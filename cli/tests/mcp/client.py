@@ -1,0 +1,97 @@
+"""A real MCP client (the official Python SDK) driven by cli/tests/mcp.rs.
+
+Usage: client.py SCRIPT.json. The script is {"command": [...], "steps": [...]}; the client
+starts `command` (toolgate mcp ... -- python3 server.py) over the SDK's stdio transport,
+initializes, runs each step and prints one JSON line per step:
+
+  {"op": "list"}                                  -> {"tools": [{name, description, annotations}]}
+  {"op": "call", "tool": T, "args": {...}, "meta": {...}?}
+      -> {"isError", "texts", "structured", "meta", "seconds"}   a tool result
+      -> {"error": {"code", "message", "data"}, "seconds"}        a JSON-RPC error
+      -> {"exception": "...", "seconds"}                          anything else
+
+The first line is {"initialized": {"server": name, "protocolVersion": v, "instructions": ...}}.
+"""
+
+import asyncio
+import json
+import sys
+import time
+
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+
+# A call gets this long before the client gives up on it (toolgate's own deadline is shorter).
+CLIENT_TIMEOUT = 30.0
+
+
+def emit(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+async def run_step(session, step):
+    if step["op"] == "list":
+        result = await session.list_tools()
+        return {
+            "tools": [
+                {
+                    "name": t.name,
+                    "description": t.description,
+                    "annotations": t.annotations.model_dump(by_alias=True, exclude_none=True)
+                    if t.annotations
+                    else None,
+                    "inputSchema": t.input_schema,
+                }
+                for t in result.tools
+            ]
+        }
+    if step["op"] == "call":
+        started = time.monotonic()
+        try:
+            result = await session.call_tool(
+                step["tool"],
+                step.get("args", {}),
+                read_timeout_seconds=CLIENT_TIMEOUT,
+                meta=step.get("meta"),
+            )
+        except MCPError as e:
+            return {
+                "error": {"code": e.code, "message": e.message, "data": e.data},
+                "seconds": time.monotonic() - started,
+            }
+        except Exception as e:  # noqa: BLE001 - the test wants to see any failure
+            return {"exception": f"{type(e).__name__}: {e}", "seconds": time.monotonic() - started}
+        return {
+            "isError": bool(result.is_error),
+            "texts": [c.text for c in result.content if getattr(c, "type", None) == "text"],
+            "structured": result.structured_content,
+            "meta": result.meta,
+            "seconds": time.monotonic() - started,
+        }
+    raise ValueError(f"unknown step {step!r}")
+
+
+async def main():
+    with open(sys.argv[1]) as f:
+        script = json.load(f)
+    command = script["command"]
+    params = StdioServerParameters(command=command[0], args=command[1:])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            emit(
+                {
+                    "initialized": {
+                        "server": init.server_info.name,
+                        "protocolVersion": init.protocol_version,
+                        "instructions": init.instructions,
+                    }
+                }
+            )
+            for step in script["steps"]:
+                emit(await run_step(session, step))
+
+
+asyncio.run(main())
