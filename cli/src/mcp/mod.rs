@@ -22,9 +22,9 @@ pub mod upstream;
 
 use crate::hook::{Answer, Event, Judge};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    Implementation, ListToolsResult, MetaObject, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, ErrorData, Implementation, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
@@ -182,6 +182,31 @@ impl ServerHandler for Proxy {
                 .with_state(|state| state.record_call(&tool, ok));
         }
         outcome
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(unreadable_request(&request.method))
+    }
+}
+
+/// The answer to a request the SDK could not read as any MCP request. A known method whose
+/// params do not fit the schema reaches here too, and gets "invalid params" rather than the
+/// SDK's default "method not found", which would mislead whoever reads it.
+fn unreadable_request(method: &str) -> ErrorData {
+    match method {
+        "tools/call" | "tools/list" => ErrorData::invalid_params(
+            format!("malformed `{method}` request: its params do not fit the MCP schema"),
+            None,
+        ),
+        _ => ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("method `{method}` is not served by toolgate mcp"),
+            None,
+        ),
     }
 }
 

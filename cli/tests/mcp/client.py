@@ -1,6 +1,7 @@
 """A real MCP client (the official Python SDK) driven by cli/tests/mcp.rs.
 
-Usage: client.py SCRIPT.json. The script is {"command": [...], "steps": [...]}; the client
+Usage: client.py SCRIPT.json. The script is {"command": [...], "env": {...}, "steps": [...]}
+(the SDK starts the command with a minimal environment, plus `env`); the client
 starts `command` (toolgate mcp ... -- python3 server.py) over the SDK's stdio transport,
 initializes, runs each step and prints one JSON line per step:
 
@@ -32,6 +33,18 @@ def emit(obj):
 
 
 async def run_step(session, step):
+    started = time.monotonic()
+    try:
+        answer = await answer_step(session, step)
+    except MCPError as e:
+        answer = {"error": {"code": e.code, "message": e.message, "data": e.data}}
+    except Exception as e:  # noqa: BLE001 - the test wants to see any failure
+        answer = {"exception": f"{type(e).__name__}: {e}"}
+    answer["seconds"] = time.monotonic() - started
+    return answer
+
+
+async def answer_step(session, step):
     if step["op"] == "list":
         result = await session.list_tools()
         return {
@@ -48,27 +61,17 @@ async def run_step(session, step):
             ]
         }
     if step["op"] == "call":
-        started = time.monotonic()
-        try:
-            result = await session.call_tool(
-                step["tool"],
-                step.get("args", {}),
-                read_timeout_seconds=CLIENT_TIMEOUT,
-                meta=step.get("meta"),
-            )
-        except MCPError as e:
-            return {
-                "error": {"code": e.code, "message": e.message, "data": e.data},
-                "seconds": time.monotonic() - started,
-            }
-        except Exception as e:  # noqa: BLE001 - the test wants to see any failure
-            return {"exception": f"{type(e).__name__}: {e}", "seconds": time.monotonic() - started}
+        result = await session.call_tool(
+            step["tool"],
+            step.get("args", {}),
+            read_timeout_seconds=CLIENT_TIMEOUT,
+            meta=step.get("meta"),
+        )
         return {
             "isError": bool(result.is_error),
             "texts": [c.text for c in result.content if getattr(c, "type", None) == "text"],
             "structured": result.structured_content,
             "meta": result.meta,
-            "seconds": time.monotonic() - started,
         }
     raise ValueError(f"unknown step {step!r}")
 
@@ -77,7 +80,7 @@ async def main():
     with open(sys.argv[1]) as f:
         script = json.load(f)
     command = script["command"]
-    params = StdioServerParameters(command=command[0], args=command[1:])
+    params = StdioServerParameters(command=command[0], args=command[1:], env=script.get("env"))
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             init = await session.initialize()
