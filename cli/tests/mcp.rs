@@ -861,3 +861,236 @@ fn start_up_refuses_what_it_cannot_judge_with() {
     let err = start_fails(&s, &["--call-timeout", "0s"], &["true"]);
     assert!(err.contains("out of range"), "{err}");
 }
+
+/// The real server's `tools/list` response, as it wrote it on the wire.
+fn upstream_tools_list() -> String {
+    let mut child = Command::new("python3")
+        .arg(here().join("server.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.contains(r#""id":2"#) {
+                let _ = tx.send(line);
+                break;
+            }
+        }
+    });
+    let line = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    line
+}
+
+fn check_tools(
+    dir: &Path,
+    policy: &str,
+    tools_name: &str,
+    tools: &str,
+) -> (Option<i32>, String, String) {
+    let policy_path = dir.join("hints.gate");
+    std::fs::write(&policy_path, policy).unwrap();
+    let tools_path = dir.join(tools_name);
+    std::fs::write(&tools_path, tools).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["check", "--tools"])
+        .arg(&tools_path)
+        .arg(&policy_path)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every upstream tool classified; `write_file` and `fetch_url` as `read`, against their hints.
+const MISCLASSIFIED: &str = "module hints\nread read_file, write_file, fetch_url, big, fail, crash, hang, secret\nstage main { tools [read_file] }\n";
+const CLASSIFIED: &str = "module hints\nwrite write_file\ningest fetch_url\nread read_file, big, fail, crash, hang, secret\nstage main { tools [read_file] }\n";
+
+#[test]
+fn check_tools_reads_a_real_mcp_tools_list_and_warns_where_a_class_contradicts_a_hint() {
+    if !python_ready() {
+        return;
+    }
+    let s = Setup::new("hints");
+    let response = upstream_tools_list();
+    let result =
+        serde_json::to_string_pretty(&serde_json::from_str::<Value>(&response).unwrap()["result"])
+            .unwrap();
+    for (file, text) in [
+        ("response.json", response.as_str()),
+        ("result.json", result.as_str()),
+    ] {
+        let (code, stdout, stderr) = check_tools(&s.dir, MISCLASSIFIED, file, text);
+        assert_eq!(code, Some(0), "{file}: {stderr}");
+        assert!(
+            stdout.contains(&format!(
+                "{file}: 8 tools checked against module `hints`: 0 unclassified, 0 in the policy only, 2 against an annotation hint"
+            )),
+            "{file}: {stdout}"
+        );
+        assert!(stderr.contains(&format!("{file}:")), "{stderr}");
+        assert!(
+            stderr.contains("warning: tool `write_file` is classified `read` but its server says it modifies its environment (`destructiveHint: true`)"),
+            "{file}: {stderr}"
+        );
+        assert!(
+            stderr.contains("warning: tool `fetch_url` is classified `read` but its server says it reaches an open world (`openWorldHint: true`)"),
+            "{file}: {stderr}"
+        );
+        // `read_file` is marked read-only: a `read` class agrees, nothing is said about it.
+        assert!(!stderr.contains("`read_file`"), "{file}: {stderr}");
+        // The located form points at the tool's name in the list.
+        let line = text
+            .lines()
+            .position(|l| l.contains("\"write_file\""))
+            .unwrap()
+            + 1;
+        assert!(
+            stderr.contains(&format!("{file}:{line}:")),
+            "{file}: {stderr}"
+        );
+
+        let (code, stdout, stderr) = check_tools(&s.dir, CLASSIFIED, file, text);
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(
+            stdout.contains(", 0 against an annotation hint"),
+            "{stdout}"
+        );
+        assert!(!stderr.contains("annotation"), "{stderr}");
+    }
+}
+
+#[test]
+fn check_tools_hint_rules_flag_only_classes_less_strict_than_the_hint() {
+    let s = Setup::new("hint-rules");
+    let policy = "module h\nwrite w\ningest i\nread r\nstage s { tools [w, i, r] }\n";
+    let list = |name: &str, annotations: Value| {
+        let tools: Vec<Value> = ["w", "i", "r"]
+            .iter()
+            .map(|t| {
+                let mut def = json!({"name": t, "inputSchema": {"type": "object"}});
+                if *t == name {
+                    def["annotations"] = annotations.clone();
+                }
+                def
+            })
+            .collect();
+        json!({ "tools": tools }).to_string()
+    };
+    // (tool, annotations, warnings expected)
+    let cases = [
+        ("r", json!({"destructiveHint": true}), 1),
+        ("r", json!({"readOnlyHint": false}), 1),
+        (
+            "r",
+            json!({"readOnlyHint": false, "destructiveHint": true}),
+            1,
+        ),
+        ("r", json!({"openWorldHint": true}), 1),
+        (
+            "r",
+            json!({"readOnlyHint": false, "openWorldHint": true}),
+            2,
+        ),
+        (
+            "r",
+            json!({"readOnlyHint": true, "openWorldHint": false}),
+            0,
+        ),
+        ("r", json!({"idempotentHint": true, "title": "R"}), 0),
+        ("r", json!({}), 0),
+        ("i", json!({"openWorldHint": true, "readOnlyHint": true}), 0),
+        ("i", json!({"readOnlyHint": false}), 1),
+        ("i", json!({"destructiveHint": true}), 1),
+        // Stricter than the hint: fails closed, nothing to say.
+        ("w", json!({"readOnlyHint": true}), 0),
+        (
+            "w",
+            json!({"destructiveHint": false, "openWorldHint": true}),
+            0,
+        ),
+    ];
+    for (tool, annotations, expected) in cases {
+        let (code, stdout, stderr) =
+            check_tools(&s.dir, policy, "t.json", &list(tool, annotations.clone()));
+        assert_eq!(code, Some(0), "{tool} {annotations}: {stderr}");
+        assert!(
+            stdout.contains(&format!(", {expected} against an annotation hint")),
+            "{tool} {annotations}: {stdout}\n{stderr}"
+        );
+        assert_eq!(
+            stderr.matches("warning: tool").count(),
+            expected,
+            "{tool} {annotations}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn check_tools_refuses_a_malformed_mcp_list_and_says_where() {
+    let s = Setup::new("hint-bad");
+    let policy = "module h\nread r\nstage s { tools [r] }\n";
+    for (text, expect) in [
+        (
+            r#"{"tools": [{"name": "r", "annotations": {"readOnlyHint": "yes"}}]}"#,
+            "`tools[0].annotations.readOnlyHint`: expected a boolean, found a string",
+        ),
+        (
+            r#"{"tools": [{"name": "r", "annotations": [true]}]}"#,
+            "`tools[0].annotations`: expected an object, found an array",
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 2, "result": {"tools": [{"name": "r", "annotations": {"destructiveHint": 1}}]}}"#,
+            "`result.tools[0].annotations.destructiveHint`: expected a boolean",
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 2, "error": {"code": -32601, "message": "no"}}"#,
+            "JSON-RPC error response",
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 2, "result": {}}"#,
+            "`result.tools`",
+        ),
+        (r#"{"jsonrpc": "2.0", "id": 2, "result": 5}"#, "`result`"),
+        (
+            r#"{"tools": [{"name": "r", "annotations": {"readOnlyHint": true, "readOnlyHint": false}}]}"#,
+            "readOnlyHint",
+        ),
+    ] {
+        let (code, _, stderr) = check_tools(&s.dir, policy, "bad.json", text);
+        assert_eq!(code, Some(1), "{text}: {stderr}");
+        assert!(stderr.contains(expect), "{text}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    // A paginated result: what is there is checked, and the missing pages are named.
+    let (code, stdout, stderr) = check_tools(
+        &s.dir,
+        policy,
+        "page.json",
+        r#"{"tools": [{"name": "r"}], "nextCursor": "p2"}"#,
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("more pages follow (`nextCursor`)"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("0 in the policy only"), "{stdout}");
+}
