@@ -640,10 +640,13 @@ struct Raw {
     child: Child,
     stdin: std::process::ChildStdin,
     lines: mpsc::Receiver<String>,
+    /// Messages read while waiting for another id.
+    early: Vec<Value>,
 }
 
 impl Raw {
-    fn start(s: &Setup) -> Raw {
+    /// toolgate with the test server, no handshake sent yet.
+    fn spawn(s: &Setup) -> Raw {
         let cmd = s.command(&["--call-timeout", "10s"]);
         let mut child = Command::new(&cmd[0])
             .args(&cmd[1..])
@@ -664,11 +667,17 @@ impl Raw {
                 }
             }
         });
-        let mut raw = Raw {
+        Raw {
             child,
             stdin,
             lines,
-        };
+            early: Vec::new(),
+        }
+    }
+
+    /// [`Raw::spawn`], then the legacy handshake.
+    fn start(s: &Setup) -> Raw {
+        let mut raw = Raw::spawn(s);
         raw.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#);
         let init = raw.answer_to(0);
         assert!(init["result"]["protocolVersion"].is_string(), "{init}");
@@ -682,9 +691,15 @@ impl Raw {
         self.stdin.flush().unwrap();
     }
 
-    /// The next message with this id (others are skipped), within 15 s.
+    /// The message with this id, within 15 s (others are kept for later).
     fn answer_to(&mut self, id: impl Into<Value>) -> Value {
         let id = id.into();
+        let wanted = |message: &Value| {
+            message["id"] == id && (!id.is_null() || message.get("error").is_some())
+        };
+        if let Some(at) = self.early.iter().position(wanted) {
+            return self.early.remove(at);
+        }
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -693,9 +708,10 @@ impl Raw {
                 .recv_timeout(left)
                 .unwrap_or_else(|_| panic!("no answer to id {id} within 15s"));
             let message: Value = serde_json::from_str(&line).unwrap();
-            if message["id"] == id && (!id.is_null() || message.get("error").is_some()) {
+            if wanted(&message) {
                 return message;
             }
+            self.early.push(message);
         }
     }
 }
@@ -1093,4 +1109,289 @@ fn check_tools_refuses_a_malformed_mcp_list_and_says_where() {
         "{stderr}"
     );
     assert!(stdout.contains("0 in the policy only"), "{stdout}");
+}
+
+/// A child process killed when the test ends, however it ends.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One raw HTTP/1.1 POST; returns the status line and the body.
+fn http_post(addr: &str, headers: &[(&str, &str)], body: &str) -> (String, String) {
+    use std::net::TcpStream;
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    let status = response.lines().next().unwrap_or_default().to_string();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[test]
+fn over_http_each_session_keeps_its_own_latch_and_a_sessionless_request_is_refused() {
+    if !python_ready() {
+        return;
+    }
+    let s = Setup::new("http");
+    // The upstream server on a free port.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _upstream = Killed(
+        Command::new("python3")
+            .arg(here().join("server.py"))
+            .args(["--http", &port.to_string()])
+            .env("CALL_LOG", s.call_log())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let up = format!("127.0.0.1:{port}");
+    let start = Instant::now();
+    while std::net::TcpStream::connect(&up).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "upstream never listened"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // toolgate on a port of its choosing, which it prints.
+    let mut proxy = Killed(
+        Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["mcp", "--policy"])
+            .arg(&s.policy)
+            .args(["--upstream", &format!("http://{up}/mcp")])
+            .args(["--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stderr = proxy.0.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let banner = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let url = banner
+        .split_once("serving MCP at ")
+        .unwrap_or_else(|| panic!("{banner}"))
+        .1
+        .to_string();
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+
+    let client = |steps: Vec<Value>| {
+        let script = s.dir.join("http-script.json");
+        std::fs::write(&script, json!({"url": url, "steps": steps}).to_string()).unwrap();
+        let child = Command::new("python3")
+            .arg(here().join("client.py"))
+            .arg(&script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (status, stdout, stderr) = wait_bounded(child, WATCHDOG);
+        assert_eq!(status, Some(0), "{stdout}\n{stderr}");
+        stdout
+            .lines()
+            .skip(1)
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let write = || call("write_file", json!({"path": "a", "text": "x"}));
+    let first = client(vec![
+        list(),
+        call("read_file", json!({"path": "a"})),
+        call("fetch_url", json!({"url": "https://docs.rs/"})),
+        write(),
+        call("secret", json!({})),
+    ]);
+    assert_eq!(
+        names(&first[0]),
+        [
+            "read_file",
+            "write_file",
+            "fetch_url",
+            "big",
+            "fail",
+            "crash",
+            "hang"
+        ]
+    );
+    assert_passed(&first[1], "contents of a");
+    assert!(assert_refused(&first[3]).contains("latch `untrusted`"));
+    assert_refused(&first[4]);
+    // A second session starts with its own state: no latch, and no earlier read either.
+    let second = client(vec![
+        write(),
+        call("read_file", json!({"path": "b"})),
+        write(),
+    ]);
+    assert!(assert_refused(&second[0]).contains("read_file"));
+    assert_passed(&second[1], "contents of b");
+    assert_passed(&second[2], "wrote 1 bytes to a");
+    assert_eq!(
+        s.reached(),
+        ["read_file", "fetch_url", "read_file", "write_file"]
+    );
+
+    // Without a session there is no state to judge against: refused before any judging.
+    let call_body = |meta: Value| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": "write_file", "arguments": {"path": "a", "text": "x"}, "_meta": meta}})
+        .to_string()
+    };
+    let meta_2026 = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}
+    });
+    let (status, body) = http_post(
+        &addr,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "write_file"),
+        ],
+        &call_body(meta_2026),
+    );
+    assert!(status.contains(" 400 "), "{status}\n{body}");
+    assert!(
+        body.contains("-32022") && body.contains("2025-11-25"),
+        "{body}"
+    );
+    let (status, body) = http_post(&addr, &[], &call_body(json!({})));
+    assert!(status.contains(" 400 "), "{status}\n{body}");
+    assert_eq!(s.reached().len(), 4, "a sessionless call reached upstream");
+
+    // SIGTERM stops the listener cleanly.
+    let pid = proxy.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let start = Instant::now();
+    let code = loop {
+        if let Some(status) = proxy.0.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "toolgate ignored SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn pipelined_calls_are_judged_in_the_order_they_arrive() {
+    if !python_ready() {
+        return;
+    }
+    let s = Setup::new("pipelined");
+    let mut raw = Raw::start(&s);
+    // A read, a fetch, then writes, all sent before any answer is read: every write is
+    // behind the fetch on the wire, so every write meets its latch.
+    let call_line = |id: u32, name: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": name, "arguments": args}})
+        .to_string()
+    };
+    let mut batch = vec![
+        call_line(1, "read_file", json!({"path": "a"})),
+        call_line(2, "fetch_url", json!({"url": "https://docs.rs/"})),
+    ];
+    for id in 3..=20 {
+        batch.push(call_line(
+            id,
+            "write_file",
+            json!({"path": "a", "text": "x"}),
+        ));
+    }
+    raw.send(&batch.join("\n"));
+    assert_eq!(raw.answer_to(1)["result"]["isError"], false);
+    assert_eq!(raw.answer_to(2)["result"]["isError"], false);
+    for id in 3..=20 {
+        let answer = raw.answer_to(id);
+        assert_eq!(answer["result"]["isError"], true, "{answer}");
+        assert_eq!(
+            answer["result"]["_meta"]["io.toolgate/denied"], true,
+            "{answer}"
+        );
+    }
+    assert_eq!(s.reached(), ["read_file", "fetch_url"]);
+
+    // The same under 2026-07-28, which has no handshake: each request carries its version in
+    // `_meta`. (On a multi-threaded runtime this write was once seen judged before the fetch,
+    // and allowed; the proxy now runs on one thread, see command/mcp.rs.)
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}
+    });
+    for round in 0..5 {
+        let mut raw = Raw::spawn(&s);
+        let with_meta = |id: u32, method: &str, mut params: Value| {
+            params["_meta"] = meta.clone();
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+        };
+        raw.send(
+            &[
+                with_meta(1, "tools/list", json!({})),
+                with_meta(
+                    2,
+                    "tools/call",
+                    json!({"name": "fetch_url", "arguments": {"url": "https://docs.rs/"}}),
+                ),
+                with_meta(
+                    3,
+                    "tools/call",
+                    json!({"name": "write_file", "arguments": {"path": "a", "text": "x"}}),
+                ),
+            ]
+            .join("\n"),
+        );
+        assert!(raw.answer_to(1)["result"]["tools"].is_array());
+        assert_eq!(
+            raw.answer_to(2)["result"]["isError"],
+            false,
+            "round {round}"
+        );
+        let write = raw.answer_to(3);
+        assert_eq!(write["result"]["isError"], true, "round {round}: {write}");
+    }
+    assert!(!s.reached().contains(&"write_file".to_string()));
 }

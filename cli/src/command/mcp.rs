@@ -40,6 +40,12 @@ pub struct Args {
     /// a bare number is seconds); after it the client gets an error.
     #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
     call_timeout: Duration,
+    /// The upstream MCP server's Streamable HTTP endpoint, instead of a command to start.
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    upstream: Option<String>,
+    /// Serve MCP over Streamable HTTP at `http://ADDR/mcp` instead of on stdin/stdout.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
     /// The upstream MCP server to start, with its arguments (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -51,15 +57,18 @@ pub fn run(args: &Args) -> ExitCode {
         Ok(config) => config,
         Err(message) => return fail(&message),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: the SDK spawns a task per request in the order requests arrive, and a
+    // single-threaded scheduler first polls them in that order. A call is judged before its
+    // task first awaits, so the calls of one connection are judged in arrival order: a write
+    // sent right behind a fetch, without waiting for its answer, meets the fetch's latch.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(runtime) => runtime,
         Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
     };
-    match runtime.block_on(serve_stdio(args, config)) {
+    match runtime.block_on(serve(args, config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => fail(&message),
     }
@@ -70,18 +79,13 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-async fn serve_stdio(args: &Args, config: Config) -> Result<(), String> {
-    let Some((command, command_args)) = args.command.split_first() else {
-        return Err(
-            "no upstream server: give its command after `--` (toolgate mcp --policy FILE -- COMMAND [ARGS...])"
-                .into(),
-        );
-    };
-    let upstream = Upstream::spawn(command, command_args, config.call_timeout)
-        .await
-        .map_err(|e| e.to_string())?;
-    let proxy = Proxy::new(Arc::new(config), upstream);
-    let running = proxy
+async fn serve(args: &Args, config: Config) -> Result<(), String> {
+    let upstream = connect(args, config.call_timeout).await?;
+    let config = Arc::new(config);
+    if let Some(listen) = &args.listen {
+        return crate::mcp::http::serve(config, upstream, listen).await;
+    }
+    let running = Proxy::new(config, upstream)
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| format!("the client did not complete the MCP handshake: {e}"))?;
@@ -90,6 +94,24 @@ async fn serve_stdio(args: &Args, config: Config) -> Result<(), String> {
         .await
         .map_err(|e| format!("the connection to the client failed: {e}"))?;
     Ok(())
+}
+
+/// The upstream server: `--upstream URL`, or the command after `--`.
+async fn connect(args: &Args, timeout: Duration) -> Result<Upstream, String> {
+    if let Some(url) = &args.upstream {
+        return Upstream::http(url, timeout)
+            .await
+            .map_err(|e| format!("{url}: {e}"));
+    }
+    let Some((command, command_args)) = args.command.split_first() else {
+        return Err(
+            "no upstream server: give its command after `--` (toolgate mcp --policy FILE -- COMMAND [ARGS...]) or its URL (--upstream URL)"
+                .into(),
+        );
+    };
+    Upstream::spawn(command, command_args, timeout)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// Everything the proxy needs that does not depend on the connections.

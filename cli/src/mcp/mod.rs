@@ -16,6 +16,7 @@
 //! Like the hooks, a per-call proxy cannot pre-scan a batch: a write judged before a latch
 //! setter of the same model turn was judged unlatched. `docs/agents.md` says so.
 
+pub mod http;
 pub mod session;
 pub mod tools;
 pub mod upstream;
@@ -24,12 +25,13 @@ use crate::hook::{Answer, Event, Judge};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, ErrorCode, ErrorData, Implementation, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 use session::Session;
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 use toolgate_engine::{Facts, Policy};
@@ -71,15 +73,27 @@ pub struct Proxy {
     config: Arc<Config>,
     upstream: Upstream,
     session: Session,
+    versions: &'static [ProtocolVersion],
 }
 
 impl Proxy {
-    /// A proxy for one client connection, forwarding to `upstream`.
+    /// A proxy for one client connection (stdio), forwarding to `upstream`. It speaks every
+    /// protocol version the SDK knows: the connection is the session, whatever the version.
     pub fn new(config: Arc<Config>, upstream: Upstream) -> Self {
         Proxy {
             config,
             upstream,
             session: Session::default(),
+            versions: ProtocolVersion::KNOWN_VERSIONS,
+        }
+    }
+
+    /// A proxy for one MCP session over Streamable HTTP: only the versions that have
+    /// sessions, so that no request is judged without its session's state (see [`http`]).
+    pub fn for_http_session(config: Arc<Config>, upstream: Upstream) -> Self {
+        Proxy {
+            versions: ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE),
+            ..Proxy::new(config, upstream)
         }
     }
 
@@ -125,6 +139,10 @@ impl Proxy {
 }
 
 impl ServerHandler for Proxy {
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(self.versions)
+    }
+
     fn get_info(&self) -> ServerConfig {
         let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")));

@@ -7,7 +7,7 @@
 
 use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorData, Tool};
 use rmcp::service::{RunningService, ServiceError};
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use std::future::Future;
 use std::sync::Arc;
@@ -52,6 +52,18 @@ impl Upstream {
             command: command.to_string(),
             source,
         })?;
+        let service = tokio::time::timeout(timeout, ().serve(transport))
+            .await
+            .map_err(|_| ConnectError::Timeout(timeout))?
+            .map_err(|e| ConnectError::Handshake(e.to_string()))?;
+        Ok(Upstream {
+            service: Arc::new(service),
+        })
+    }
+
+    /// Connects to an upstream server over Streamable HTTP at `url`.
+    pub async fn http(url: &str, timeout: Duration) -> Result<Upstream, ConnectError> {
+        let transport = StreamableHttpClientTransport::from_uri(url.to_string());
         let service = tokio::time::timeout(timeout, ().serve(transport))
             .await
             .map_err(|_| ConnectError::Timeout(timeout))?

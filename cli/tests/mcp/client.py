@@ -3,7 +3,8 @@
 Usage: client.py SCRIPT.json. The script is {"command": [...], "env": {...}, "steps": [...]}
 (the SDK starts the command with a minimal environment, plus `env`); the client
 starts `command` (toolgate mcp ... -- python3 server.py) over the SDK's stdio transport,
-initializes, runs each step and prints one JSON line per step:
+initializes, runs each step and prints one JSON line per step. With {"url": ...} instead
+of "command" it connects to a running toolgate over Streamable HTTP.
 
   {"op": "list"}                                  -> {"tools": [{name, description, annotations}]}
   {"op": "call", "tool": T, "args": {...}, "meta": {...}?}
@@ -21,6 +22,7 @@ import time
 
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 # A call gets this long before the client gives up on it (toolgate's own deadline is shorter).
@@ -79,9 +81,14 @@ async def answer_step(session, step):
 async def main():
     with open(sys.argv[1]) as f:
         script = json.load(f)
-    command = script["command"]
-    params = StdioServerParameters(command=command[0], args=command[1:], env=script.get("env"))
-    async with stdio_client(params) as (read, write):
+    if "url" in script:
+        transport = streamable_http_client(script["url"])
+    else:
+        command = script["command"]
+        transport = stdio_client(
+            StdioServerParameters(command=command[0], args=command[1:], env=script.get("env"))
+        )
+    async with transport as (read, write):
         async with ClientSession(read, write) as session:
             init = await session.initialize()
             emit(

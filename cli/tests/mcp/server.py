@@ -3,7 +3,8 @@
 Tools: read_file (read), write_file (write), fetch_url (ingest), big (a large result),
 fail (a tool error), crash (the process dies mid-call), hang (never answers), secret
 (the test policy never classifies it). Each call that reaches this server is appended to
-the file named by $CALL_LOG, so a test can prove a denied call never got here.
+the file named by $CALL_LOG, so a test can prove a denied call never got here. It speaks
+stdio, or Streamable HTTP with `--http PORT`.
 """
 
 import json
@@ -79,4 +80,8 @@ def secret() -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    # `server.py --http PORT` serves Streamable HTTP at http://127.0.0.1:PORT/mcp instead.
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")
