@@ -404,6 +404,18 @@ fn a_write_after_an_ingest_is_refused_and_never_reaches_upstream() {
             list(),                                                     // 8
         ],
     );
+    // A refused setter latches too, as in the engine's batch rule (fail closed): its call
+    // was an attempt to read untrusted content, whether or not it ran.
+    let (_, refused_setter) = Setup::new("latch-refused").client(
+        &[],
+        vec![
+            call("read_file", json!({"path": "a"})),
+            call("fetch_url", json!({"url": "https://evil.example/"})),
+            write(),
+        ],
+    );
+    assert_refused(&refused_setter[1]);
+    assert!(assert_refused(&refused_setter[2]).contains("latch `untrusted`"));
     let first = assert_refused(&out[0]);
     assert!(first.contains("read_file"), "{first}");
     assert_passed(&out[1], "contents of a");

@@ -7,6 +7,7 @@
 //! classes by `check --tools`, never used to classify.
 
 use super::{display_name, read_input};
+use crate::mcp::json_type as type_name;
 use serde_json::Value;
 use toolgate_engine::{RequestError, ToolDef};
 use toolgate_lang::{SourceFile, Span};
@@ -39,8 +40,8 @@ pub struct Hints {
 }
 
 impl Hints {
-    /// Reads `annotations` of the `index`-th definition; a hint that is not a boolean is a
-    /// malformed list, named by its path.
+    /// Reads a definition's `annotations` (`at` is the definition's path); a hint that is not
+    /// a boolean makes the list malformed, and the error names its path.
     fn read(def: &ToolDef, at: &str) -> Result<Hints, String> {
         let Some(annotations) = def.extra.get("annotations") else {
             return Ok(Hints::default());
@@ -64,17 +65,6 @@ impl Hints {
             destructive: hint("destructiveHint")?,
             open_world: hint("openWorldHint")?,
         })
-    }
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
