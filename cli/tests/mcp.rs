@@ -886,6 +886,24 @@ fn start_up_refuses_what_it_cannot_judge_with() {
     // An upstream that exits at once.
     let err = start_fails(&s, &[], &["true"]);
     assert!(err.contains("handshake"), "{err}");
+    // An HTTP upstream: only http://, and one that does not answer ends start-up.
+    let err = start_fails(&s, &["--upstream", "https://127.0.0.1:1/mcp"], &[]);
+    assert!(
+        err.contains("https://127.0.0.1:1/mcp: the upstream URL must start with `http://`"),
+        "{err}"
+    );
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let url = format!("http://{closed}/mcp");
+    let err = start_fails(&s, &["--upstream", &url, "--call-timeout", "5s"], &[]);
+    assert!(
+        err.contains(&format!(
+            "{url}: the upstream MCP server did not complete the MCP handshake"
+        )),
+        "{err}"
+    );
     let err = start_fails(&s, &["--call-timeout", "0s"], &["true"]);
     assert!(err.contains("out of range"), "{err}");
 }

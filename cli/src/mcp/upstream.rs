@@ -6,7 +6,7 @@
 //! request after with an error at once (its transport is closed).
 
 use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorData, Tool};
-use rmcp::service::{RunningService, ServiceError};
+use rmcp::service::{ClientInitializeError, RunningService, ServiceError};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use std::future::Future;
@@ -33,6 +33,9 @@ pub enum ConnectError {
     /// The server did not complete the MCP handshake.
     #[error("the upstream MCP server did not complete the MCP handshake: {0}")]
     Handshake(String),
+    /// The upstream URL is not `http://`.
+    #[error("the upstream URL must start with `http://` (this build has no TLS client; put a local TLS proxy in front of an https server)")]
+    Scheme,
     /// The server did not complete the handshake in time.
     #[error("the upstream MCP server did not complete the MCP handshake within {0:?}")]
     Timeout(Duration),
@@ -55,19 +58,23 @@ impl Upstream {
         let service = tokio::time::timeout(timeout, ().serve(transport))
             .await
             .map_err(|_| ConnectError::Timeout(timeout))?
-            .map_err(|e| ConnectError::Handshake(e.to_string()))?;
+            .map_err(handshake_error)?;
         Ok(Upstream {
             service: Arc::new(service),
         })
     }
 
-    /// Connects to an upstream server over Streamable HTTP at `url`.
+    /// Connects to an upstream server over Streamable HTTP at `url` (`http://` only: this
+    /// build has no TLS client; reach an `https` server through a local TLS proxy).
     pub async fn http(url: &str, timeout: Duration) -> Result<Upstream, ConnectError> {
+        if !url.starts_with("http://") {
+            return Err(ConnectError::Scheme);
+        }
         let transport = StreamableHttpClientTransport::from_uri(url.to_string());
         let service = tokio::time::timeout(timeout, ().serve(transport))
             .await
             .map_err(|_| ConnectError::Timeout(timeout))?
-            .map_err(|e| ConnectError::Handshake(e.to_string()))?;
+            .map_err(handshake_error)?;
         Ok(Upstream {
             service: Arc::new(service),
         })
@@ -110,6 +117,21 @@ impl Upstream {
             other => Ok(other),
         }
     }
+}
+
+/// A failed handshake in words. A transport failure is told by its innermost cause, which
+/// names what actually failed ("Connection refused") rather than the SDK's layers around it.
+fn handshake_error(error: ClientInitializeError) -> ConnectError {
+    ConnectError::Handshake(match &error {
+        ClientInitializeError::TransportError { error, .. } => {
+            let mut cause: &dyn std::error::Error = &*error.error;
+            while let Some(next) = cause.source() {
+                cause = next;
+            }
+            cause.to_string()
+        }
+        other => other.to_string(),
+    })
 }
 
 /// Awaits `request` for at most `timeout`, and turns the SDK's errors into the JSON-RPC error
