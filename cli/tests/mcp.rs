@@ -1027,9 +1027,9 @@ fn check_tools_reads_a_real_mcp_tools_list_and_warns_where_a_class_contradicts_a
 #[test]
 fn check_tools_hint_rules_flag_only_classes_less_strict_than_the_hint() {
     let s = Setup::new("hint-rules");
-    let policy = "module h\nwrite w\ningest i\nread r\nstage s { tools [w, i, r] }\n";
+    let policy = "module h\nwrite w\negress e\ningest i\nread r\nstage s { tools [w, e, i, r] }\n";
     let list = |name: &str, annotations: Value| {
-        let tools: Vec<Value> = ["w", "i", "r"]
+        let tools: Vec<Value> = ["w", "e", "i", "r"]
             .iter()
             .map(|t| {
                 let mut def = json!({"name": t, "inputSchema": {"type": "object"}});
@@ -1070,7 +1070,18 @@ fn check_tools_hint_rules_flag_only_classes_less_strict_than_the_hint() {
         ("w", json!({"readOnlyHint": true}), 0),
         (
             "w",
+            json!({"destructiveHint": true, "openWorldHint": false}),
+            0,
+        ),
+        // A write that reaches outside may be egress, which `blocks egress` latches need.
+        (
+            "w",
             json!({"destructiveHint": false, "openWorldHint": true}),
+            1,
+        ),
+        (
+            "e",
+            json!({"openWorldHint": true, "readOnlyHint": false}),
             0,
         ),
     ];

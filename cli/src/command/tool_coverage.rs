@@ -131,6 +131,8 @@ pub fn report(policy: &Policy, tools: &ToolsFile) -> bool {
 ///   (web pages, mail, issues) and is untrusted, so it should be `ingest` and set the latch.
 /// - `ingest` on a tool marked `destructiveHint: true` or `readOnlyHint: false`: an `ingest`
 ///   tool is not blocked by the latch either, so a tool that also writes must be `write`.
+/// - `write` on a tool marked `openWorldHint: true`: it reaches outside, so if it sends data
+///   out it is `egress`, and a latch that blocks `egress` does not block a plain `write`.
 pub fn hint_contradictions(tool: &str, class: ToolClass, hints: &Hints) -> Vec<(String, String)> {
     let modifies = match (hints.destructive, hints.read_only) {
         (Some(true), _) => Some("`destructiveHint: true`"),
@@ -161,7 +163,17 @@ pub fn hint_contradictions(tool: &str, class: ToolClass, hints: &Hints) -> Vec<(
                 ));
             }
         }
-        ToolClass::Write | ToolClass::Egress => {}
+        ToolClass::Write => {
+            if hints.open_world == Some(true) {
+                found.push((
+                    format!(
+                        "tool `{tool}` is classified `write` but its server says it reaches an open world (`openWorldHint: true`)"
+                    ),
+                    "if it sends data out (mail, messages, posts, uploads), classify it `egress`: a latch that blocks `egress` does not block a plain `write`".to_string(),
+                ));
+            }
+        }
+        ToolClass::Egress => {}
     }
     found
 }
