@@ -125,12 +125,12 @@ pub fn report(policy: &Policy, tools: &ToolsFile) -> bool {
 /// (message, help). Only hints the server states are read; a stricter class than the hints
 /// suggest (`write` on a read-only tool) fails closed and is not reported.
 ///
-/// - `read` on a tool marked `destructiveHint: true` or `readOnlyHint: false`: a read is
-///   never blocked by a latch, so a tool that changes things must be `write`.
+/// - `read` on a tool marked `destructiveHint: true` or `readOnlyHint: false`: a latch that
+///   blocks `write` does not block a read, so a tool that changes things must be `write`.
 /// - `read` on a tool marked `openWorldHint: true`: what it returns comes from outside
 ///   (web pages, mail, issues) and is untrusted, so it should be `ingest` and set the latch.
-/// - `ingest` on a tool marked `destructiveHint: true` or `readOnlyHint: false`: an `ingest`
-///   tool is not blocked by the latch either, so a tool that also writes must be `write`.
+/// - `ingest` on a tool marked `destructiveHint: true` or `readOnlyHint: false`: nor does
+///   it block an `ingest` tool, so a tool that also writes must be `write`.
 /// - `write` on a tool marked `openWorldHint: true`: it reaches outside, so if it sends data
 ///   out it is `egress`, and a latch that blocks `egress` does not block a plain `write`.
 pub fn hint_contradictions(tool: &str, class: ToolClass, hints: &Hints) -> Vec<(String, String)> {
@@ -149,7 +149,7 @@ pub fn hint_contradictions(tool: &str, class: ToolClass, hints: &Hints) -> Vec<(
                         class.as_str()
                     ),
                     format!(
-                        "a latch never blocks a `{}` tool: if it can change or send anything, classify it `write` (annotations are the server's claim and never classify a tool)",
+                        "a latch that blocks `write` does not block a `{}` tool: if it can change or send anything, classify it `write` (annotations are the server's claim and never classify a tool)",
                         class.as_str()
                     ),
                 ));
