@@ -140,6 +140,19 @@ impl Setup {
         (init, lines)
     }
 
+    /// Waits (at most 15 s) until the server's log has `entry`.
+    fn wait_reached(&self, entry: &str) {
+        let start = Instant::now();
+        while !self.reached().iter().any(|t| t == entry) {
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "`{entry}` never reached the server: {:?}",
+                self.reached()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The tools that reached the upstream server, in order.
     fn reached(&self) -> Vec<String> {
         std::fs::read_to_string(self.call_log())
@@ -255,7 +268,7 @@ const UPSTREAM: [(&str, &str); 8] = [
     ("big", "Return `size` bytes of a known pattern."),
     ("fail", "Always fails."),
     ("crash", "Kills the server process."),
-    ("hang", "Never answers."),
+    ("hang", "Never answers (until cancelled)."),
     ("secret", "A tool no policy classifies."),
 ];
 
@@ -606,6 +619,8 @@ fn a_hanging_upstream_costs_one_error_within_the_call_timeout() {
     );
     let seconds = out[1]["seconds"].as_f64().unwrap();
     assert!((1.9..10.0).contains(&seconds), "took {seconds}s");
+    // Upstream was told: the SDK there cancelled the stuck handler.
+    s.wait_reached("hang_cancelled");
     // The proxy still answers afterwards (whatever the stuck server makes of the next call,
     // the answer comes within the deadline).
     let next = &out[2];
@@ -659,7 +674,7 @@ struct Raw {
 impl Raw {
     /// toolgate with the test server, no handshake sent yet.
     fn spawn(s: &Setup) -> Raw {
-        let cmd = s.command(&["--call-timeout", "10s"]);
+        let cmd = s.command(&["--call-timeout", "60s"]);
         let mut child = Command::new(&cmd[0])
             .args(&cmd[1..])
             .env("CALL_LOG", s.call_log())
@@ -1435,4 +1450,25 @@ fn pipelined_calls_are_judged_in_the_order_they_arrive() {
         assert_eq!(write["result"]["isError"], true, "round {round}: {write}");
     }
     assert!(!s.reached().contains(&"write_file".to_string()));
+}
+
+#[test]
+fn a_call_the_client_cancels_is_cancelled_upstream_too() {
+    if !python_ready() {
+        return;
+    }
+    let s = Setup::new("cancel");
+    let mut raw = Raw::start(&s);
+    raw.send(
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hang","arguments":{}}}"#,
+    );
+    s.wait_reached("hang");
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"user pressed stop"}}"#);
+    s.wait_reached("hang_cancelled");
+    // The connection is still good.
+    raw.send(r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"x"}}}"#);
+    assert_eq!(
+        raw.answer_to(6)["result"]["content"][0]["text"],
+        "contents of x"
+    );
 }

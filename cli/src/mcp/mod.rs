@@ -185,10 +185,14 @@ impl ServerHandler for Proxy {
             Answer::Deny { reason } => return self.refuse(reason),
         }
         let tool = request.name.to_string();
-        let outcome = self
-            .upstream
-            .call_tool(request, self.config.call_timeout)
-            .await;
+        // A call the client cancels is dropped here, which cancels it upstream as well.
+        let outcome = tokio::select! {
+            outcome = self.upstream.call_tool(request, self.config.call_timeout) => outcome,
+            () = context.ct.cancelled() => Err(ErrorData::internal_error(
+                format!("tools/call `{tool}`: cancelled by the client"),
+                None,
+            )),
+        };
         let ok = match &outcome {
             Ok(CallToolResponse::Complete(result)) => result.is_error != Some(true),
             _ => false,

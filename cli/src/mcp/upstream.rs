@@ -1,8 +1,8 @@
 //! The client side of the proxy: the connection to the upstream MCP server.
 //!
 //! Every request to upstream has a deadline (`--call-timeout`): a server that hangs costs the
-//! client one error, not a hung agent. When the deadline passes, the SDK's request is dropped,
-//! which sends upstream a `notifications/cancelled`. A server that crashed answers every
+//! client one error, not a hung agent. When the deadline passes, or the client cancels the
+//! call, the SDK's request is dropped, which sends upstream a `notifications/cancelled`. A server that crashed answers every
 //! request after with an error at once (its transport is closed).
 
 use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorData, Tool};

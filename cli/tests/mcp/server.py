@@ -10,7 +10,8 @@ stdio, or Streamable HTTP with `--http PORT`.
 import json
 import os
 import sys
-import time
+
+import anyio
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
@@ -66,10 +67,15 @@ def crash() -> str:
     os._exit(3)
 
 
-@server.tool(description="Never answers.")
-def hang() -> str:
+@server.tool(description="Never answers (until cancelled).")
+async def hang() -> str:
     log("hang", {})
-    time.sleep(3600)
+    try:
+        await anyio.sleep(3600)
+    except BaseException:
+        # notifications/cancelled reached the server: the SDK cancels the handler.
+        log("hang_cancelled", {})
+        raise
     return "unreachable"
 
 
