@@ -417,6 +417,29 @@ fn a_write_after_an_ingest_is_refused_and_never_reaches_upstream() {
             list(),                                                     // 8
         ],
     );
+    // Setting the latch changed the listing, and the client was told to list again.
+    let s2 = Setup::new("latch-notify");
+    let (_, told) = s2.client(
+        &[],
+        vec![
+            call("read_file", json!({"path": "a"})),
+            json!({"op": "notifications"}),
+            call("fetch_url", json!({"url": "https://docs.rs/x"})),
+            json!({"op": "notifications"}),
+            call("fetch_url", json!({"url": "https://docs.rs/y"})),
+            json!({"op": "notifications"}),
+        ],
+    );
+    assert_eq!(
+        told[1]["notifications"],
+        json!([]),
+        "a read changes nothing"
+    );
+    assert_eq!(
+        told[3]["notifications"],
+        json!(["notifications/tools/list_changed"])
+    );
+    assert_eq!(told[5]["notifications"], json!([]), "already latched");
     // A refused setter latches too, as in the engine's batch rule (fail closed): its call
     // was an attempt to read untrusted content, whether or not it ran.
     let (_, refused_setter) = Setup::new("latch-refused").client(

@@ -144,7 +144,11 @@ impl ServerHandler for Proxy {
     }
 
     fn get_info(&self) -> ServerConfig {
-        let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        let mut info = ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")));
         if let Some(text) = self.upstream.instructions() {
             info = info.with_instructions(text);
@@ -177,9 +181,17 @@ impl ServerHandler for Proxy {
             tool: request.name.to_string(),
             args,
         };
-        let answer = self
-            .session
-            .with_state(|state| self.judge().handle_with(&event, state, &self.config.facts));
+        let (answer, relist) = self.session.with_state(|state| {
+            let before = state.latched.clone();
+            let answer = self.judge().handle_with(&event, state, &self.config.facts);
+            (answer, state.latched != before)
+        });
+        if relist {
+            // The latches changed, so the listing did (a write now says it is disabled): tell
+            // the client to list again. A client that cannot take the notification loses
+            // only the hint; the call itself is judged either way.
+            let _ = context.peer.notify_tool_list_changed().await;
+        }
         match answer {
             Answer::Allow | Answer::Nothing => {}
             Answer::Deny { reason } => return self.refuse(reason),

@@ -7,6 +7,7 @@ initializes, runs each step and prints one JSON line per step. With {"url": ...}
 of "command" it connects to a running toolgate over Streamable HTTP.
 
   {"op": "list"}                                  -> {"tools": [{name, description, annotations}]}
+  {"op": "notifications"}                         -> {"notifications": [methods seen since the last]}
   {"op": "call", "tool": T, "args": {...}, "meta": {...}?}
       -> {"isError", "texts", "structured", "meta", "seconds"}   a tool result
       -> {"error": {"code", "message", "data"}, "seconds"}        a JSON-RPC error
@@ -32,6 +33,16 @@ CLIENT_TIMEOUT = 30.0
 def emit(obj):
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
+
+
+# Methods of the notifications the server sent, for the "notifications" step.
+NOTIFICATIONS = []
+
+
+async def on_message(message):
+    if not isinstance(message, Exception):
+        method = getattr(message, "method", None) or getattr(getattr(message, "root", None), "method", None)
+        NOTIFICATIONS.append(method)
 
 
 async def run_step(session, step):
@@ -62,6 +73,11 @@ async def answer_step(session, step):
                 for t in result.tools
             ]
         }
+    if step["op"] == "notifications":
+        await asyncio.sleep(0.3)
+        seen = list(NOTIFICATIONS)
+        NOTIFICATIONS.clear()
+        return {"notifications": seen}
     if step["op"] == "call":
         result = await session.call_tool(
             step["tool"],
@@ -89,7 +105,7 @@ async def main():
             StdioServerParameters(command=command[0], args=command[1:], env=script.get("env"))
         )
     async with transport as (read, write):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, message_handler=on_message) as session:
             init = await session.initialize()
             emit(
                 {
