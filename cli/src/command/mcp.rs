@@ -5,6 +5,10 @@
 //! completes the handshake) and exits 2 with the reason on stderr when one fails, before the
 //! client is answered at all. After that, nothing the client or upstream sends ends the proxy
 //! but the client closing the connection.
+//!
+//! Protocol versions (those of `rmcp` 3.11): over stdio 2024-11-05, 2025-03-26, 2025-06-18,
+//! 2025-11-25 and 2026-07-28; over `--listen` the ones with sessions, 2024-11-05 to
+//! 2025-11-25 (`mcp::http` says why); upstream, whichever upstream agrees to.
 
 use super::{compile_file, display_name, read_input};
 use crate::mcp::upstream::Upstream;
