@@ -2,6 +2,7 @@
 
 mod command;
 mod hook;
+mod mcp;
 mod server;
 
 use clap::{Parser, Subcommand};
@@ -31,6 +32,8 @@ enum Command {
     Test(command::test::Args),
     /// Answer a coding agent's hook event (Claude Code, Gemini CLI, Cursor) from a policy.
     Hook(command::hook::Args),
+    /// Run an MCP proxy that offers and forwards only the tool calls the policy allows.
+    Mcp(command::mcp::Args),
 }
 
 fn main() -> ExitCode {
@@ -43,5 +46,6 @@ fn main() -> ExitCode {
         Command::Serve(args) => command::serve::run(&args),
         Command::Test(args) => command::test::run(&args),
         Command::Hook(args) => command::hook::run(&args),
+        Command::Mcp(args) => command::mcp::run(&args),
     }
 }

@@ -4,6 +4,7 @@ pub mod check;
 pub mod eval;
 pub mod fmt;
 pub mod hook;
+pub mod mcp;
 pub mod offer;
 pub mod serve;
 pub mod test;

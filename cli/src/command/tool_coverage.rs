@@ -3,10 +3,14 @@
 //! Source document 001 calls the classification a standing obligation: a tool added to the
 //! executor without being classified is silently denied (or, in an executor without toolgate,
 //! silently unguarded). This turns it into a build-time error.
+//!
+//! MCP tool annotations are checked too, as warnings: a hint is the server's untrusted
+//! claim, so it never classifies a tool, but a class that is *less strict* than what the
+//! server itself says (a `read` tool it calls destructive) is worth a second look.
 
-use super::tools_file::ToolsFile;
+use super::tools_file::{Hints, ToolsFile};
 use std::collections::HashSet;
-use toolgate_engine::Policy;
+use toolgate_engine::{Policy, ToolClass};
 use toolgate_lang::ast::Item;
 use toolgate_lang::{Diagnostic, Span};
 
@@ -71,7 +75,40 @@ pub fn report(policy: &Policy, tools: &ToolsFile, deny_warnings: bool) -> bool {
         });
     }
 
-    let rendered: Vec<&String> = errors.iter().chain(&warnings).collect();
+    let mut against_hints = Vec::new();
+    let mut checked = HashSet::new();
+    for (i, (tool, hints)) in tools.tools.iter().zip(&tools.hints).enumerate() {
+        let Some(class) = policy.class_of(&tool.name) else {
+            continue;
+        };
+        if !checked.insert(tool.name.as_str()) {
+            continue;
+        }
+        for (message, help) in hint_contradictions(&tool.name, class, hints) {
+            against_hints.push(match tools.name_span(i) {
+                Some(span) => Diagnostic::warning(span, message)
+                    .with_label("the server's annotations say otherwise")
+                    .with_help(help)
+                    .render(&tools.source),
+                None => format!(
+                    "{}: warning: {message} (tool {i} of the list)\n  = help: {help}\n",
+                    tools.source.name()
+                ),
+            });
+        }
+    }
+    if tools.more_pages {
+        warnings.push(format!(
+            "{}: warning: the list says more pages follow (`nextCursor`); tools on later pages were not checked\n  = help: save every page of `tools/list` into one list\n",
+            tools.source.name()
+        ));
+    }
+
+    let rendered: Vec<&String> = errors
+        .iter()
+        .chain(&against_hints)
+        .chain(&warnings)
+        .collect();
     if !rendered.is_empty() {
         eprintln!(
             "{}",
@@ -83,13 +120,71 @@ pub fn report(policy: &Policy, tools: &ToolsFile, deny_warnings: bool) -> bool {
         );
     }
     println!(
-        "{}: {} tools checked against module `{module}`: {} unclassified, {} in the policy only",
+        "{}: {} tools checked against module `{module}`: {} unclassified, {} in the policy only, {} against an annotation hint",
         tools.source.name(),
         tools.tools.len(),
         errors.len(),
-        warnings.len()
+        warnings.len() - usize::from(tools.more_pages),
+        against_hints.len()
     );
     !errors.is_empty() || (deny_warnings && !warnings.is_empty())
+}
+
+/// Where a tool's class is less strict than its MCP annotations claim: warnings as
+/// (message, help). Only hints the server states are read; a stricter class than the hints
+/// suggest (`write` on a read-only tool) fails closed and is not reported.
+///
+/// - `read` on a tool marked `destructiveHint: true` or `readOnlyHint: false`: a latch that
+///   blocks `write` does not block a read, so a tool that changes things must be `write`.
+/// - `read` on a tool marked `openWorldHint: true`: what it returns comes from outside
+///   (web pages, mail, issues) and is untrusted, so it should be `ingest` and set the latch.
+/// - `ingest` on a tool marked `destructiveHint: true` or `readOnlyHint: false`: nor does
+///   it block an `ingest` tool, so a tool that also writes must be `write`.
+/// - `write` on a tool marked `openWorldHint: true`: it reaches outside, so if it sends data
+///   out it is `egress`, and a latch that blocks `egress` does not block a plain `write`.
+pub fn hint_contradictions(tool: &str, class: ToolClass, hints: &Hints) -> Vec<(String, String)> {
+    let modifies = match (hints.destructive, hints.read_only) {
+        (Some(true), _) => Some("`destructiveHint: true`"),
+        (_, Some(false)) => Some("`readOnlyHint: false`"),
+        _ => None,
+    };
+    let mut found = Vec::new();
+    match class {
+        ToolClass::Read | ToolClass::Ingest => {
+            if let Some(hint) = modifies {
+                found.push((
+                    format!(
+                        "tool `{tool}` is classified `{}` but its server says it modifies its environment ({hint})",
+                        class.as_str()
+                    ),
+                    format!(
+                        "a latch that blocks `write` does not block a `{}` tool: if it can change or send anything, classify it `write` (annotations are the server's claim and never classify a tool)",
+                        class.as_str()
+                    ),
+                ));
+            }
+            if class == ToolClass::Read && hints.open_world == Some(true) {
+                found.push((
+                    format!(
+                        "tool `{tool}` is classified `read` but its server says it reaches an open world (`openWorldHint: true`)"
+                    ),
+                    "content from outside (web pages, mail, issues) is untrusted: classify it `ingest` so it sets the latch".to_string(),
+                ));
+            }
+        }
+        ToolClass::Write => {
+            if hints.open_world == Some(true) {
+                found.push((
+                    format!(
+                        "tool `{tool}` is classified `write` but its server says it reaches an open world (`openWorldHint: true`)"
+                    ),
+                    "if it sends data out (mail, messages, posts, uploads), classify it `egress`: a latch that blocks `egress` does not block a plain `write`".to_string(),
+                ));
+            }
+        }
+        ToolClass::Egress => {}
+    }
+    found
 }
 
 /// Where each tool is classified in the policy source, by a fresh parse of it.

@@ -1,6 +1,14 @@
 //! Reading an executor's tool list (`tools.json`) and finding where each tool is written in it.
+//!
+//! The list may be a model API's (`[{name, description, input_schema}]`, or a request body
+//! with `tools`) or an MCP server's `tools/list` result (`{"tools": [{name, inputSchema,
+//! annotations}]}`, or the whole JSON-RPC response around it). MCP tool annotations are read
+//! as [`Hints`]: untrusted claims a server makes about its tools, compared with the policy's
+//! classes by `check --tools`, never used to classify.
 
 use super::{display_name, read_input};
+use crate::mcp::json_type as type_name;
+use serde_json::Value;
 use toolgate_engine::{RequestError, ToolDef};
 use toolgate_lang::{SourceFile, Span};
 
@@ -10,15 +18,109 @@ pub struct ToolsFile {
     pub source: SourceFile,
     /// The definitions, in the file's order.
     pub tools: Vec<ToolDef>,
+    /// Each definition's MCP annotation hints, in the same order.
+    pub hints: Vec<Hints>,
+    /// True when an MCP result says more pages follow (`nextCursor`): tools on later pages
+    /// are not in the file.
+    pub more_pages: bool,
+}
+
+/// The MCP annotation hints of one tool, as the server states them (`None`: not stated).
+///
+/// The spec's defaults for absent hints (`readOnlyHint` false, `destructiveHint` true,
+/// `openWorldHint` true) are not filled in: they would flag every tool without annotations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hints {
+    /// `readOnlyHint`: the tool does not modify its environment.
+    pub read_only: Option<bool>,
+    /// `destructiveHint`: the tool may perform destructive updates.
+    pub destructive: Option<bool>,
+    /// `openWorldHint`: the tool interacts with an open world of external entities.
+    pub open_world: Option<bool>,
+}
+
+impl Hints {
+    /// Reads a definition's `annotations` (`at` is the definition's path); a hint that is not
+    /// a boolean makes the list malformed, and the error names its path.
+    fn read(def: &ToolDef, at: &str) -> Result<Hints, String> {
+        let Some(annotations) = def.extra.get("annotations") else {
+            return Ok(Hints::default());
+        };
+        let Value::Object(map) = annotations else {
+            return Err(format!(
+                "malformed tool list at `{at}.annotations`: expected an object, found {}",
+                type_name(annotations)
+            ));
+        };
+        let hint = |key: &str| match map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(format!(
+                "malformed tool list at `{at}.annotations.{key}`: expected a boolean, found {}",
+                type_name(other)
+            )),
+        };
+        Ok(Hints {
+            read_only: hint("readOnlyHint")?,
+            destructive: hint("destructiveHint")?,
+            open_world: hint("openWorldHint")?,
+        })
+    }
+}
+
+/// The tool array inside the file's JSON, with its path: a bare array, `tools`, or an MCP
+/// JSON-RPC response's `result.tools`. Also whether an MCP result announces more pages.
+fn tool_array(value: Value) -> Result<(Value, &'static str, bool), RequestError> {
+    let schema = |path: &str, message: &str| RequestError::Schema {
+        path: path.into(),
+        message: message.into(),
+    };
+    let Value::Object(mut top) = value else {
+        return Ok((value, "", false));
+    };
+    if top.contains_key("jsonrpc") || top.contains_key("result") || top.contains_key("error") {
+        if top.contains_key("error") {
+            return Err(schema(
+                "error",
+                "this is a JSON-RPC error response, not a `tools/list` result",
+            ));
+        }
+        let Some(Value::Object(mut result)) = top.remove("result") else {
+            return Err(schema(
+                "result",
+                "a JSON-RPC response needs a `result` object holding `tools`",
+            ));
+        };
+        let more = result.get("nextCursor").is_some_and(|c| !c.is_null());
+        return match result.remove("tools") {
+            Some(list) => Ok((list, "result.tools", more)),
+            None => Err(schema(
+                "result.tools",
+                "missing field; a `tools/list` result has a `tools` array",
+            )),
+        };
+    }
+    let more = top.get("nextCursor").is_some_and(|c| !c.is_null());
+    match top.remove("tools") {
+        Some(list) => Ok((list, "tools", more)),
+        None => Err(schema(
+            "tools",
+            "missing field; give an array of tool definitions, or an object with `tools`",
+        )),
+    }
 }
 
 impl ToolsFile {
-    /// Reads `path` (or standard input for `-`): an array of tool definitions, or an object
-    /// with a `tools` array such as a model API request body.
+    /// Reads `path` (or standard input for `-`): an array of tool definitions, an object
+    /// with a `tools` array such as a model API request body or an MCP `tools/list` result,
+    /// or a JSON-RPC response whose `result` is one.
     pub fn read(path: &str) -> Result<ToolsFile, String> {
         let text = read_input(path).map_err(|e| format!("error: {e}"))?;
         let name = display_name(path);
-        let tools = ToolDef::list_from_json(&text).map_err(|e| match e {
+        let listed = toolgate_engine::parse_json(&text)
+            .and_then(tool_array)
+            .and_then(|(list, at, more)| Ok((ToolDef::list_from_value(list, at)?, at, more)));
+        let (tools, at, more_pages) = listed.map_err(|e| match e {
             RequestError::Json {
                 line,
                 column,
@@ -36,9 +138,17 @@ impl ToolsFile {
             }
             other => format!("error: {name}: {other}"),
         })?;
+        let hints = tools
+            .iter()
+            .enumerate()
+            .map(|(i, def)| Hints::read(def, &format!("{at}[{i}]")))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("error: {name}: {e}"))?;
         Ok(ToolsFile {
             source: SourceFile::new(name, text),
             tools,
+            hints,
+            more_pages,
         })
     }
 

@@ -110,6 +110,13 @@ impl<'a> Judge<'a> {
 
     /// Handles one event against the session's state, updating the state in place.
     pub fn handle(&self, event: &Event, state: &mut SessionState) -> Answer {
+        self.handle_with(event, state, &Facts::default())
+    }
+
+    /// [`Judge::handle`] with facts the caller knows beyond the stage, the latches and the
+    /// earlier calls (which come from `self` and `state`, whatever `base` says), for
+    /// `toolgate mcp --facts`.
+    pub fn handle_with(&self, event: &Event, state: &mut SessionState, base: &Facts) -> Answer {
         match event {
             Event::TurnStart { turn, .. } => {
                 state.start_turn(turn.clone());
@@ -125,7 +132,7 @@ impl<'a> Judge<'a> {
                 if turn.is_some() && *turn != state.turn {
                     state.start_turn(turn.clone());
                 }
-                self.before_tool(call_id, tool, args, state)
+                self.before_tool(call_id, tool, args, state, base)
             }
             Event::AfterTool { tool, ok, .. } => {
                 state.record_call(tool, *ok);
@@ -141,6 +148,7 @@ impl<'a> Judge<'a> {
         tool: &str,
         args: &Value,
         state: &mut SessionState,
+        base: &Facts,
     ) -> Answer {
         let facts = Facts {
             stage: self.stage.clone(),
@@ -155,7 +163,7 @@ impl<'a> Judge<'a> {
                     })
                     .collect(),
             ),
-            ..Facts::default()
+            ..base.clone()
         };
         let request = Request::new(facts, vec![Call::new(call_id, tool, args.clone())]);
         let response = self.policy.decide(&request);

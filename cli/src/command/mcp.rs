@@ -1,0 +1,245 @@
+//! `toolgate mcp`: run an MCP proxy that judges every tool call against a policy.
+//!
+//! Start-up checks everything that can be checked once (the policy compiles, the stage
+//! exists, the facts file is well-formed and agrees with the policy, the upstream server
+//! completes the handshake) and exits 2 with the reason on stderr when one fails, before the
+//! client is answered at all. After that, nothing the client or upstream sends ends the proxy
+//! but the client closing the connection.
+//!
+//! Protocol versions (those of `rmcp` 3.11): over stdio 2024-11-05, 2025-03-26, 2025-06-18,
+//! 2025-11-25 and 2026-07-28; over `--listen` the ones with sessions, 2024-11-05 to
+//! 2025-11-25 (`mcp::http` says why); upstream, whichever upstream agrees to.
+
+use super::{compile_file, display_name, read_input};
+use crate::mcp::upstream::Upstream;
+use crate::mcp::{Config, DenyAs, Proxy};
+use rmcp::ServiceExt;
+use serde_json::{json, Value};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use toolgate_engine::{Facts, Policy, Request};
+
+/// The facts the proxy keeps itself; a facts file may not give them.
+const PROXY_FACTS: [&str; 3] = ["stage", "latched", "called"];
+
+/// Arguments of `toolgate mcp`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The policy every tool call is judged against.
+    #[arg(long, value_name = "FILE")]
+    policy: String,
+    /// The stage calls are judged in (default: the policy's only stage).
+    #[arg(long, value_name = "NAME")]
+    stage: Option<String>,
+    /// A JSON object of further facts (`messages`, `fields`, custom facts), merged under
+    /// the proxy's own stage, latches and earlier calls.
+    #[arg(long, value_name = "FILE")]
+    facts: Option<String>,
+    /// How a denied call is answered: a tool result with `isError: true` the model reads, or
+    /// a JSON-RPC error.
+    #[arg(long, value_enum, default_value = "result")]
+    deny_as: DenyAs,
+    /// How long the upstream server may take to answer one request (`30s`, `500ms`, `2m`;
+    /// a bare number is seconds); after it the client gets an error.
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
+    call_timeout: Duration,
+    /// The upstream MCP server's Streamable HTTP endpoint, instead of a command to start.
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    upstream: Option<String>,
+    /// Serve MCP over Streamable HTTP at `http://ADDR/mcp` instead of on stdin/stdout.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// The upstream MCP server to start, with its arguments (after `--`).
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// Runs the proxy until the client disconnects. Exit 0 then; exit 2 when start-up fails.
+pub fn run(args: &Args) -> ExitCode {
+    let config = match configure(args) {
+        Ok(config) => config,
+        Err(message) => return fail(&message),
+    };
+    // One thread: the SDK spawns a task per request in the order requests arrive, and a
+    // single-threaded scheduler first polls them in that order. A call is judged before its
+    // task first awaits, so the calls of one connection are judged in arrival order: a write
+    // sent right behind a fetch, without waiting for its answer, meets the fetch's latch.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
+    };
+    match runtime.block_on(serve(args, config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => fail(&message),
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("toolgate mcp: error: {message}");
+    ExitCode::from(2)
+}
+
+async fn serve(args: &Args, config: Config) -> Result<(), String> {
+    let upstream = connect(args, config.call_timeout).await?;
+    let config = Arc::new(config);
+    if let Some(listen) = &args.listen {
+        return crate::mcp::http::serve(config, upstream, listen).await;
+    }
+    let running = Proxy::new(config, upstream)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| format!("the client did not complete the MCP handshake: {e}"))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| format!("the connection to the client failed: {e}"))?;
+    Ok(())
+}
+
+/// The upstream server: `--upstream URL`, or the command after `--`.
+async fn connect(args: &Args, timeout: Duration) -> Result<Upstream, String> {
+    if let Some(url) = &args.upstream {
+        return Upstream::http(url, timeout)
+            .await
+            .map_err(|e| format!("{url}: {e}"));
+    }
+    let Some((command, command_args)) = args.command.split_first() else {
+        return Err(
+            "no upstream server: give its command after `--` (toolgate mcp --policy FILE -- COMMAND [ARGS...]) or its URL (--upstream URL)"
+                .into(),
+        );
+    };
+    Upstream::spawn(command, command_args, timeout)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Everything the proxy needs that does not depend on the connections.
+fn configure(args: &Args) -> Result<Config, String> {
+    let text = read_input(&args.policy)?;
+    let policy = compile_file(&args.policy, &text)
+        .map_err(|e| format!("policy does not compile\n{}", e.render().trim_end()))?;
+    let stage = choose_stage(&policy, args.stage.as_deref())?;
+    let facts = match &args.facts {
+        Some(path) => read_facts(&policy, path)?,
+        None => Facts::default(),
+    };
+    Ok(Config {
+        policy: Arc::new(policy),
+        stage,
+        facts,
+        deny_as: args.deny_as,
+        call_timeout: args.call_timeout,
+    })
+}
+
+/// The stage calls are judged in: `--stage` if the policy defines it, else the policy's only
+/// stage. Guessing among several would judge calls in a stage nobody chose.
+fn choose_stage(policy: &Policy, flag: Option<&str>) -> Result<String, String> {
+    let stages: Vec<&str> = policy.stages().collect();
+    let listed = || {
+        if stages.is_empty() {
+            "it defines none".to_string()
+        } else {
+            format!("its stages are {}", quoted(&stages))
+        }
+    };
+    match flag {
+        Some(name) if stages.contains(&name) => Ok(name.to_string()),
+        Some(name) => Err(format!(
+            "policy `{}` defines no stage `{name}`; {}",
+            policy.module(),
+            listed()
+        )),
+        None => match stages.as_slice() {
+            [only] => Ok((*only).to_string()),
+            _ => Err(format!(
+                "give --stage: policy `{}` does not have exactly one stage ({})",
+                policy.module(),
+                listed()
+            )),
+        },
+    }
+}
+
+fn quoted(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Reads `--facts`: a JSON object with the decision request's `facts` schema, less the facts
+/// the proxy keeps itself.
+fn read_facts(policy: &Policy, path: &str) -> Result<Facts, String> {
+    let name = display_name(path);
+    let text = read_input(path)?;
+    let value = toolgate_engine::parse_json(&text).map_err(|e| format!("{name}: {e}"))?;
+    let Value::Object(object) = &value else {
+        return Err(format!(
+            "{name}: the facts file must be a JSON object, found {}",
+            crate::mcp::json_type(&value)
+        ));
+    };
+    if let Some(key) = PROXY_FACTS.iter().find(|k| object.contains_key(**k)) {
+        return Err(format!(
+            "{name}: `{key}` cannot come from a facts file: the proxy keeps it (the stage is --stage, the latches and earlier calls are counted per connection)"
+        ));
+    }
+    let request = Request::from_value(json!({"facts": value, "calls": []}))
+        .map_err(|e| format!("{name}: {e}"))?;
+    policy
+        .check_facts(&request.facts)
+        .map_err(|e| format!("{name}: {e}"))?;
+    Ok(request.facts)
+}
+
+/// Parses `30s`, `500ms`, `2m` or a bare number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration (try `30s`, `500ms`, `2m`)"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        _ => {
+            return Err(format!(
+                "unknown unit `{unit}` in `{text}` (use ms, s or m)"
+            ))
+        }
+    };
+    if !(seconds > 0.0 && seconds <= 86_400.0) {
+        return Err(format!(
+            "`{text}` is out of range: give more than 0 and at most 24 hours"
+        ));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_read_with_their_units_and_refuse_nonsense() {
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        for bad in ["", "0", "-1s", "2h", "s", "1e9", "99999999m", "NaNs"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! `toolgate mcp`: an MCP proxy that judges every tool call against a policy.
+//!
+//! The proxy is an MCP server to its client (the agent host) and an MCP client to the
+//! upstream server that holds the real tools; both sides are the official Rust SDK (`rmcp`).
+//! It offers only the tools the active stage offers ([`tools`]), and judges each `tools/call`
+//! with [`Policy::decide`](toolgate_engine::Policy::decide) as a one-call batch before it
+//! reaches upstream, through the same [`Judge`] as the coding-agent hooks. A denied call never
+//! leaves the proxy; an allowed one is forwarded and its result returned as it came
+//! ([`upstream`]).
+//!
+//! State lives per client connection ([`Session`]): the turn's latches and the calls that ran,
+//! for `called_before`. MCP has no user turn, so by default the turn is the whole connection:
+//! once latched, latched until the client disconnects. A host that knows its turns names them
+//! in the request's `_meta` under [`TURN_META_KEY`]; a new id starts a new turn.
+//!
+//! Like the hooks, a per-call proxy cannot pre-scan a batch: a write judged before a latch
+//! setter of the same model turn was judged unlatched. `docs/agents.md` says so.
+
+pub mod http;
+pub mod session;
+pub mod tools;
+pub mod upstream;
+
+use crate::hook::{Answer, Event, Judge};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, ErrorData, Implementation, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, ServerHandler};
+use serde_json::{Map, Value};
+use session::Session;
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+use toolgate_engine::{Facts, Policy};
+use upstream::Upstream;
+
+/// The request `_meta` key a host sets to the id of the current user turn.
+pub const TURN_META_KEY: &str = "io.toolgate/turn";
+
+/// The result `_meta` key that marks a refusal made by toolgate (its value is `true`).
+pub const DENIED_META_KEY: &str = "io.toolgate/denied";
+
+/// How a denied call is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DenyAs {
+    /// A normal tool result with `isError: true` whose text is the refusal: the model reads
+    /// it and can correct itself (the MCP spec's "tool execution error").
+    Result,
+    /// A JSON-RPC error (`-32602`) whose message is the refusal (a "protocol error", which
+    /// clients tend to show to the user rather than the model).
+    RpcError,
+}
+
+/// What every connection of one proxy shares.
+pub struct Config {
+    /// The compiled policy.
+    pub policy: Arc<Policy>,
+    /// The stage every call is judged in.
+    pub stage: String,
+    /// Facts from `--facts`, merged under the proxy's own (stage, latches, earlier calls).
+    pub facts: Facts,
+    /// How denials are answered.
+    pub deny_as: DenyAs,
+    /// How long a call to upstream may take before the client gets an error.
+    pub call_timeout: Duration,
+}
+
+/// The MCP server side of the proxy: one per client connection.
+pub struct Proxy {
+    config: Arc<Config>,
+    upstream: Upstream,
+    session: Session,
+    versions: &'static [ProtocolVersion],
+}
+
+impl Proxy {
+    /// A proxy for one client connection (stdio), forwarding to `upstream`. It speaks every
+    /// protocol version the SDK knows: the connection is the session, whatever the version.
+    pub fn new(config: Arc<Config>, upstream: Upstream) -> Self {
+        Proxy {
+            config,
+            upstream,
+            session: Session::default(),
+            versions: ProtocolVersion::KNOWN_VERSIONS,
+        }
+    }
+
+    /// A proxy for one MCP session over Streamable HTTP: only the versions that have
+    /// sessions, so that no request is judged without its session's state (see [`http`]).
+    pub fn for_http_session(config: Arc<Config>, upstream: Upstream) -> Self {
+        Proxy {
+            versions: ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE),
+            ..Proxy::new(config, upstream)
+        }
+    }
+
+    /// The turn id the request names in its `_meta`, if any. A value that is not a string is
+    /// a malformed request: guessing which turn it meant could drop a latch.
+    fn turn_of(context: &RequestContext<RoleServer>) -> Result<Option<String>, ErrorData> {
+        match context.meta.0 .0.get(TURN_META_KEY) {
+            None => Ok(None),
+            Some(Value::String(id)) => Ok(Some(id.clone())),
+            Some(other) => Err(ErrorData::invalid_params(
+                format!(
+                    "`_meta.{TURN_META_KEY}` must be a string (the host's turn id), found {}",
+                    json_type(other)
+                ),
+                None,
+            )),
+        }
+    }
+
+    fn judge(&self) -> Judge<'_> {
+        Judge {
+            policy: &self.config.policy,
+            stage: Some(self.config.stage.clone()),
+            approve: true,
+        }
+    }
+
+    fn refuse(&self, reason: String) -> Result<CallToolResponse, ErrorData> {
+        match self.config.deny_as {
+            DenyAs::Result => {
+                let mut result = CallToolResult::error(vec![ContentBlock::text(reason)]);
+                let mut meta = Map::new();
+                meta.insert(DENIED_META_KEY.into(), Value::Bool(true));
+                result.meta = Some(MetaObject(meta));
+                Ok(CallToolResponse::Complete(result))
+            }
+            DenyAs::RpcError => Err(ErrorData::invalid_params(
+                reason,
+                Some(serde_json::json!({ DENIED_META_KEY: true })),
+            )),
+        }
+    }
+}
+
+impl ServerHandler for Proxy {
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(self.versions)
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        let mut info = ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")));
+        if let Some(text) = self.upstream.instructions() {
+            info = info.with_instructions(text);
+        }
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let turn = Self::turn_of(&context)?;
+        let all = self.upstream.list_tools(self.config.call_timeout).await?;
+        let facts = self.session.offer_facts(&self.config, turn);
+        Ok(tools::offered(&self.config.policy, &facts, all))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let turn = Self::turn_of(&context)?;
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        let event = Event::BeforeTool {
+            session: String::new(),
+            turn,
+            call_id: context.id.to_string(),
+            tool: request.name.to_string(),
+            args,
+        };
+        let (answer, relist) = self.session.with_state(|state| {
+            let before = state.latched.clone();
+            let answer = self.judge().handle_with(&event, state, &self.config.facts);
+            (answer, state.latched != before)
+        });
+        if relist {
+            // The latches changed, so the listing did (a write now says it is disabled): tell
+            // the client to list again. A client that cannot take the notification loses
+            // only the hint; the call itself is judged either way.
+            let _ = context.peer.notify_tool_list_changed().await;
+        }
+        match answer {
+            Answer::Allow | Answer::Nothing => {}
+            Answer::Deny { reason } => return self.refuse(reason),
+        }
+        let tool = request.name.to_string();
+        // A call the client cancels is dropped here, which cancels it upstream as well.
+        let outcome = tokio::select! {
+            outcome = self.upstream.call_tool(request, self.config.call_timeout) => outcome,
+            () = context.ct.cancelled() => Err(ErrorData::internal_error(
+                format!("tools/call `{tool}`: cancelled by the client"),
+                None,
+            )),
+        };
+        let ok = match &outcome {
+            Ok(CallToolResponse::Complete(result)) => result.is_error != Some(true),
+            _ => false,
+        };
+        // A call that is still waiting for input (MRTR) has not run yet; anything else did,
+        // or may have, and `called_before` learns whether it succeeded.
+        if !matches!(outcome, Ok(CallToolResponse::InputRequired(_))) {
+            self.session
+                .with_state(|state| state.record_call(&tool, ok));
+        }
+        outcome
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(unreadable_request(&request.method))
+    }
+}
+
+/// The answer to a request the SDK could not read as any MCP request. A known method whose
+/// params do not fit the schema reaches here too, and gets "invalid params" rather than the
+/// SDK's default "method not found", which would mislead whoever reads it.
+fn unreadable_request(method: &str) -> ErrorData {
+    match method {
+        "tools/call" | "tools/list" => ErrorData::invalid_params(
+            format!("malformed `{method}` request: its params do not fit the MCP schema"),
+            None,
+        ),
+        _ => ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("method `{method}` is not served by toolgate mcp"),
+            None,
+        ),
+    }
+}
+
+/// A JSON value's type in words, for error messages.
+pub fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

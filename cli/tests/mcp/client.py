@@ -1,0 +1,123 @@
+"""A real MCP client (the official Python SDK) driven by cli/tests/mcp.rs.
+
+Usage: client.py SCRIPT.json. The script is {"command": [...], "env": {...}, "steps": [...]}
+(the SDK starts the command with a minimal environment, plus `env`); the client
+starts `command` (toolgate mcp ... -- python3 server.py) over the SDK's stdio transport,
+initializes, runs each step and prints one JSON line per step. With {"url": ...} instead
+of "command" it connects to a running toolgate over Streamable HTTP.
+
+  {"op": "list"}                                  -> {"tools": [{name, description, annotations}]}
+  {"op": "notifications"}                         -> {"notifications": [methods seen since the last]}
+  {"op": "call", "tool": T, "args": {...}, "meta": {...}?}
+      -> {"isError", "texts", "structured", "meta", "seconds"}   a tool result
+      -> {"error": {"code", "message", "data"}, "seconds"}        a JSON-RPC error
+      -> {"exception": "...", "seconds"}                          anything else
+
+The first line is {"initialized": {"server": name, "protocolVersion": v, "instructions": ...}}.
+"""
+
+import asyncio
+import json
+import sys
+import time
+
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+# A call gets this long before the client gives up on it (toolgate's own deadline is shorter).
+CLIENT_TIMEOUT = 30.0
+
+
+def emit(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+# Methods of the notifications the server sent, for the "notifications" step.
+NOTIFICATIONS = []
+
+
+async def on_message(message):
+    if not isinstance(message, Exception):
+        method = getattr(message, "method", None) or getattr(getattr(message, "root", None), "method", None)
+        NOTIFICATIONS.append(method)
+
+
+async def run_step(session, step):
+    started = time.monotonic()
+    try:
+        answer = await answer_step(session, step)
+    except MCPError as e:
+        answer = {"error": {"code": e.code, "message": e.message, "data": e.data}}
+    except Exception as e:  # noqa: BLE001 - the test wants to see any failure
+        answer = {"exception": f"{type(e).__name__}: {e}"}
+    answer["seconds"] = time.monotonic() - started
+    return answer
+
+
+async def answer_step(session, step):
+    if step["op"] == "list":
+        result = await session.list_tools()
+        return {
+            "tools": [
+                {
+                    "name": t.name,
+                    "description": t.description,
+                    "annotations": t.annotations.model_dump(by_alias=True, exclude_none=True)
+                    if t.annotations
+                    else None,
+                    "inputSchema": t.input_schema,
+                }
+                for t in result.tools
+            ]
+        }
+    if step["op"] == "notifications":
+        await asyncio.sleep(0.3)
+        seen = list(NOTIFICATIONS)
+        NOTIFICATIONS.clear()
+        return {"notifications": seen}
+    if step["op"] == "call":
+        result = await session.call_tool(
+            step["tool"],
+            step.get("args", {}),
+            read_timeout_seconds=CLIENT_TIMEOUT,
+            meta=step.get("meta"),
+        )
+        return {
+            "isError": bool(result.is_error),
+            "texts": [c.text for c in result.content if getattr(c, "type", None) == "text"],
+            "structured": result.structured_content,
+            "meta": result.meta,
+        }
+    raise ValueError(f"unknown step {step!r}")
+
+
+async def main():
+    with open(sys.argv[1]) as f:
+        script = json.load(f)
+    if "url" in script:
+        transport = streamable_http_client(script["url"])
+    else:
+        command = script["command"]
+        transport = stdio_client(
+            StdioServerParameters(command=command[0], args=command[1:], env=script.get("env"))
+        )
+    async with transport as (read, write):
+        async with ClientSession(read, write, message_handler=on_message) as session:
+            init = await session.initialize()
+            emit(
+                {
+                    "initialized": {
+                        "server": init.server_info.name,
+                        "protocolVersion": init.protocol_version,
+                        "instructions": init.instructions,
+                    }
+                }
+            )
+            for step in script["steps"]:
+                emit(await run_step(session, step))
+
+
+asyncio.run(main())
