@@ -41,7 +41,8 @@ pub struct Step {
 }
 
 impl Policy {
-    /// Explains the decision for every call of `request`, in request order.
+    /// Explains the decision for every call of `request`, in request order: the decision
+    /// [`Policy::decide`] makes, and the checks its judge ran to make it.
     pub fn explain(&self, request: &Request) -> Vec<CallExplanation> {
         let mut recorder = Recorder {
             policy: self,
