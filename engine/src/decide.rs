@@ -1,7 +1,9 @@
 //! Judging a batch: pre-scan for latches, then each call through the fixed check order.
 //!
 //! Order per call: unclassified → stage (whitelist, then `max_turns`) → latch → the tool's
-//! own rules in source order. The first failing check decides.
+//! own rules in source order. The first failing check decides. This is the only place the
+//! order is written: [`Policy::explain`] narrates it through a recording [`Trace`], and
+//! [`Policy::offer`] asks the same [`ActiveStage::gate`] and [`blocking_latch`].
 //!
 //! The core ([`Policy::decide_into`]) writes one text-free [`Verdict`] per call into a
 //! caller-owned buffer and allocates nothing once that buffer has room for the batch;
@@ -108,19 +110,119 @@ struct Batch<'a> {
 }
 
 /// The active stage as the request gives it.
-enum ActiveStage<'a> {
+#[derive(Clone, Copy)]
+pub(crate) enum ActiveStage<'a> {
+    /// The stage the policy declares under the request's name.
     Known(&'a StageInfo),
+    /// The request names a stage the policy does not declare.
     Unknown,
+    /// The request names no stage.
     Missing,
+}
+
+/// What the stage check says about one classified tool, in check order: the stage must be
+/// known, must list the tool, and must have turns left.
+#[derive(Clone, Copy)]
+pub(crate) enum StageGate<'a> {
+    /// The request names no stage.
+    Missing,
+    /// The request names a stage the policy does not declare.
+    Unknown,
+    /// The stage does not list the tool.
+    NotListed(&'a StageInfo),
+    /// The stage lists the tool but has used up its `max_turns` (the bound).
+    TurnsUsedUp(&'a StageInfo, u64),
+    /// The stage lets the tool through.
+    Open(&'a StageInfo),
+}
+
+impl<'a> ActiveStage<'a> {
+    /// The stage check for `tool` with `turns` used in the stage.
+    #[inline]
+    pub(crate) fn gate(self, tool: ToolId, turns: u64) -> StageGate<'a> {
+        let stage = match self {
+            ActiveStage::Known(s) => s,
+            ActiveStage::Unknown => return StageGate::Unknown,
+            ActiveStage::Missing => return StageGate::Missing,
+        };
+        if !stage.tools.contains(tool) {
+            return StageGate::NotListed(stage);
+        }
+        match stage.max_turns {
+            Some(max) if turns > max => StageGate::TurnsUsedUp(stage, max),
+            _ => StageGate::Open(stage),
+        }
+    }
+}
+
+/// The latch that blocks a tool blocked by the latches in `blocked_by` when the latches in
+/// `latched` are set: the first declared, or `None`.
+#[inline]
+pub(crate) fn blocking_latch(blocked_by: u64, latched: u64) -> Option<u8> {
+    let blocking = blocked_by & latched;
+    // At most 64 latches, so the index fits in a u8.
+    (blocking != 0).then(|| blocking.trailing_zeros() as u8)
+}
+
+/// One check the judge ran for a call, and what it found; a [`Trace`] receives them in the
+/// order they ran. A denying check is the last one of its call.
+pub(crate) enum Check<'a> {
+    /// Whether the policy classifies the call's tool (`None`: it does not).
+    Class(Option<ToolId>),
+    /// The stage check, with the turns used in the stage.
+    Stage(StageGate<'a>, u64),
+    /// One latch that blocks the tool (`index` into the policy's latches) and whether it is
+    /// set; latches are checked in declaration order up to the first set one.
+    Latch { index: usize, set: bool },
+    /// One of the tool's rules: its value, whether the call got past it, and what it read.
+    Rule {
+        /// The rule.
+        rule: RuleId,
+        /// What its condition evaluated to.
+        truth: Truth,
+        /// Whether the call got past it (a fail-open rule passes on absent facts).
+        passed: bool,
+        /// The environment the condition read.
+        env: &'a Env<'a>,
+    },
+}
+
+/// Where the judge reports the checks it runs. [`NoTrace`], the decision path's sink, does
+/// nothing and compiles away; [`Policy::explain`]'s sink turns each check into a step.
+pub(crate) trait Trace {
+    /// Whether the sink records anything: work done only to report (the latches that passed)
+    /// is skipped when it does not, at compile time.
+    const ON: bool;
+    /// The judge moves to the next call of the batch, in request order.
+    fn next_call(&mut self);
+    /// The judge ran `check` for the current call.
+    fn record(&mut self, check: Check<'_>);
+}
+
+/// The trace of the decision path: records nothing.
+pub(crate) struct NoTrace;
+
+impl Trace for NoTrace {
+    const ON: bool = false;
+    #[inline(always)]
+    fn next_call(&mut self) {}
+    #[inline(always)]
+    fn record(&mut self, _: Check<'_>) {}
 }
 
 impl Policy {
     /// Judges every call of `request` and builds the response. A denial is a normal result;
     /// this never fails.
     pub fn decide(&self, request: &Request) -> Response {
+        self.decide_traced(request, &mut NoTrace)
+    }
+
+    /// [`Policy::decide`], reporting every check the judge runs to `trace`.
+    #[inline]
+    pub(crate) fn decide_traced<T: Trace>(&self, request: &Request, trace: &mut T) -> Response {
         let facts = FactsRef::Owned(&request.facts);
         let mut verdicts = Vec::with_capacity(request.calls.len());
-        let latched = self.run(facts, &request.calls, &mut verdicts);
+        let latched = self.run(facts, &request.calls, &mut verdicts, trace);
         self.respond(facts, &request.calls, &verdicts, latched)
     }
 
@@ -131,7 +233,7 @@ impl Policy {
     /// once it has grown to the largest batch.
     pub fn decide_into(&self, request: &Request, out: &mut Vec<Verdict>) -> LatchState {
         let facts = FactsRef::Owned(&request.facts);
-        let latched = self.run(facts, &request.calls, out);
+        let latched = self.run(facts, &request.calls, out, &mut NoTrace);
         self.latch_state(latched, facts.latched())
     }
 
@@ -152,7 +254,7 @@ impl Policy {
         self.check_module(view.policy.as_deref())?;
         self.check_latch_names(facts.latched())?;
         let mut verdicts = Vec::with_capacity(view.calls.len());
-        let latched = self.run(facts, &view.calls, &mut verdicts);
+        let latched = self.run(facts, &view.calls, &mut verdicts, &mut NoTrace);
         Ok(self.respond(facts, &view.calls, &verdicts, latched))
     }
 
@@ -202,7 +304,13 @@ impl Policy {
     /// The pre-scan writes each call's resolved tool id into its own slot of `out` (as an
     /// allow, or `Unclassified` for an unknown name), and the second pass replaces it with the
     /// verdict, so no other buffer is needed whatever the batch size.
-    fn run<C: CallLike>(&self, facts: FactsRef<'_>, calls: &[C], out: &mut Vec<Verdict>) -> u64 {
+    fn run<C: CallLike, T: Trace>(
+        &self,
+        facts: FactsRef<'_>,
+        calls: &[C],
+        out: &mut Vec<Verdict>,
+        trace: &mut T,
+    ) -> u64 {
         // Pre-scan: the latch reflects the whole batch's intent, not its array order. A setter
         // counts whether or not its own call is allowed.
         let mut latched = self.initial_latches(facts.latched());
@@ -220,15 +328,8 @@ impl Policy {
             })
         }));
 
-        let stage = match facts.stage() {
-            None => ActiveStage::Missing,
-            Some(name) => match self.stage_id(name) {
-                Some(id) => ActiveStage::Known(&self.stages[id.index()]),
-                None => ActiveStage::Unknown,
-            },
-        };
         let batch = Batch {
-            stage,
+            stage: self.active_stage(facts.stage()),
             turns: facts.stage_turns().unwrap_or(0),
             latched,
             facts,
@@ -239,9 +340,22 @@ impl Policy {
                 Outcome::Allow { tool, .. } => Some(tool),
                 _ => None,
             };
-            slot.0 = self.judge(call, id, &batch, &mut memo);
+            trace.next_call();
+            slot.0 = self.judge(call, id, &batch, &mut memo, trace);
         }
         latched
+    }
+
+    /// The stage a request's `stage` fact names.
+    #[inline]
+    pub(crate) fn active_stage(&self, name: Option<&str>) -> ActiveStage<'_> {
+        match name {
+            None => ActiveStage::Missing,
+            Some(name) => match self.stage_id(name) {
+                Some(id) => ActiveStage::Known(&self.stages[id.index()]),
+                None => ActiveStage::Unknown,
+            },
+        }
     }
 
     fn respond<C: CallLike>(
@@ -345,32 +459,45 @@ impl Policy {
         LatchState::ByName(map)
     }
 
-    fn judge<C: CallLike>(
+    /// The check order: the one place it is written.
+    fn judge<C: CallLike, T: Trace>(
         &self,
         call: &C,
         id: Option<ToolId>,
         batch: &Batch<'_>,
         memo: &mut Memo,
+        trace: &mut T,
     ) -> Outcome {
+        trace.record(Check::Class(id));
         let Some(id) = id else {
             return Outcome::Unclassified;
         };
-        let (stage_id, stage) = match batch.stage {
-            ActiveStage::Known(s) => (s.id, s),
-            ActiveStage::Unknown => return Outcome::UnknownStage,
-            ActiveStage::Missing => return Outcome::NoStage,
-        };
-        if !stage.tools.contains(id) {
-            return Outcome::Whitelist(stage_id);
-        }
-        if stage.max_turns.is_some_and(|max| batch.turns > max) {
-            return Outcome::Turns(stage_id);
+        let gate = batch.stage.gate(id, batch.turns);
+        trace.record(Check::Stage(gate, batch.turns));
+        match gate {
+            StageGate::Missing => return Outcome::NoStage,
+            StageGate::Unknown => return Outcome::UnknownStage,
+            StageGate::NotListed(s) => return Outcome::Whitelist(s.id),
+            StageGate::TurnsUsedUp(s, _) => return Outcome::Turns(s.id),
+            StageGate::Open(_) => {}
         }
         let tool = &self.tools[id.index()];
-        let blocking = tool.blocked_by & batch.latched;
-        if blocking != 0 {
-            // At most 64 latches, so the index fits in a u8.
-            return Outcome::Latch(blocking.trailing_zeros() as u8);
+        if T::ON {
+            // The latches that block this tool, in declaration order, up to the first set one:
+            // the same one `blocking_latch` picks.
+            let mut rest = tool.blocked_by;
+            while rest != 0 {
+                let index = rest.trailing_zeros() as usize;
+                let set = batch.latched & (1 << index) != 0;
+                trace.record(Check::Latch { index, set });
+                if set {
+                    break;
+                }
+                rest &= rest - 1;
+            }
+        }
+        if let Some(latch) = blocking_latch(tool.blocked_by, batch.latched) {
+            return Outcome::Latch(latch);
         }
         if tool.rules.is_empty() {
             return Outcome::Allow {
@@ -382,17 +509,30 @@ impl Policy {
         let mut fail_open = false;
         for &rule_id in tool.rules.iter() {
             let rule = &self.rules[rule_id.index()];
-            match memo.eval(rule, &env) {
-                Truth::True => {}
-                Truth::Unknown(ABSENT) if rule.fail_open => fail_open = true,
+            let truth = memo.eval(rule, &env);
+            let denied = match truth {
+                Truth::True => None,
+                Truth::Unknown(ABSENT) if rule.fail_open => {
+                    fail_open = true;
+                    None
+                }
                 // Host rules are never memoised, so the reason is this rule's own.
                 Truth::Unknown(flags) if flags & AMBIGUOUS != 0 => {
-                    return match env.ambiguity.get() {
+                    Some(match env.ambiguity.get() {
                         Some(why) => Outcome::Url(rule_id, why),
                         None => Outcome::Rule(rule_id),
-                    }
+                    })
                 }
-                Truth::False | Truth::Unknown(_) => return Outcome::Rule(rule_id),
+                Truth::False | Truth::Unknown(_) => Some(Outcome::Rule(rule_id)),
+            };
+            trace.record(Check::Rule {
+                rule: rule_id,
+                truth,
+                passed: denied.is_none(),
+                env: &env,
+            });
+            if let Some(outcome) = denied {
+                return outcome;
             }
         }
         Outcome::Allow {

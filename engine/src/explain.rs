@@ -1,14 +1,17 @@
 //! `Policy::explain`: every check that ran for each call, in order, with what it looked at.
 //!
-//! This is the slow, talkative twin of `decide`. It never decides anything itself: the
-//! decision in each explanation is the one [`Policy::decide`] returns for the same request,
-//! and the steps narrate the checks of that decision in the engine's order, stopping where
-//! the engine stopped. It allocates freely; it is for people, not for the hot path.
+//! It decides nothing and knows no check order: it runs [`Policy::decide`]'s own judge with a
+//! recording trace sink, so each explanation's decision is the one `decide` returns for the
+//! same request, and its steps are the checks that judge ran, in its order, stopping where it
+//! stopped. The sink only puts each check into words. It allocates freely; it is for people,
+//! not for the hot path (which judges with a sink that records nothing).
 
 use crate::cond::{
     eval_test, lookup, Cond, Env, Found, Lit, Lookup, Root, Seg, Test, Truth, ValuePath, ABSENT,
     AMBIGUOUS,
 };
+use crate::decide::{Check, StageGate, Trace};
+use crate::ids::RuleId;
 use crate::policy::Policy;
 use crate::request::{Call, Request};
 use crate::response::Decision;
@@ -38,132 +41,149 @@ pub struct Step {
 }
 
 impl Policy {
-    /// Explains the decision for every call of `request`, in request order.
+    /// Explains the decision for every call of `request`, in request order: the decision
+    /// [`Policy::decide`] makes, and the checks its judge ran to make it.
     pub fn explain(&self, request: &Request) -> Vec<CallExplanation> {
-        let response = self.decide(request);
-        let facts = FactsRef::Owned(&request.facts);
-        let setters: Vec<(&Call, u64)> = request
-            .calls
-            .iter()
-            .filter_map(|c| {
-                self.tool_id(&c.tool)
-                    .map(|id| (c, self.tools[id.index()].sets))
-            })
-            .collect();
-        request
-            .calls
-            .iter()
-            .zip(response.decisions)
-            .map(|(call, decision)| CallExplanation {
-                steps: self.steps(call, facts, &setters),
-                decision,
-            })
+        let mut recorder = Recorder {
+            policy: self,
+            calls: &request.calls,
+            facts: FactsRef::Owned(&request.facts),
+            carried: self.initial_latches(FactsRef::Owned(&request.facts).latched()),
+            steps: Vec::with_capacity(request.calls.len()),
+        };
+        let response = self.decide_traced(request, &mut recorder);
+        response
+            .decisions
+            .into_iter()
+            .zip(recorder.steps)
+            .map(|(decision, steps)| CallExplanation { decision, steps })
             .collect()
     }
+}
 
-    fn steps(&self, call: &Call, facts: FactsRef<'_>, setters: &[(&Call, u64)]) -> Vec<Step> {
-        let mut steps = Vec::new();
-        let mut step = |check: String, passed: bool, detail: String| {
+/// The trace sink behind [`Policy::explain`]: each check the judge reports becomes a
+/// [`Step`] in words. It narrates; the judge decides.
+struct Recorder<'p> {
+    policy: &'p Policy,
+    calls: &'p [Call],
+    facts: FactsRef<'p>,
+    /// The latches the request's `latched` fact carries in (the rest were set in the batch).
+    carried: u64,
+    /// One list of steps per call judged so far.
+    steps: Vec<Vec<Step>>,
+}
+
+impl Recorder<'_> {
+    fn push(&mut self, check: String, passed: bool, detail: String) {
+        if let Some(steps) = self.steps.last_mut() {
             steps.push(Step {
                 check,
                 passed,
                 detail,
             });
-            passed
-        };
-        let Some(id) = self.tool_id(&call.tool) else {
-            step(
-                "class".into(),
-                false,
-                format!("`{}` is not classified by the policy", call.tool),
-            );
-            return steps;
-        };
-        let tool = &self.tools[id.index()];
-        step(
-            "class".into(),
-            true,
-            format!("`{}` is classified as {}", call.tool, tool.class.as_str()),
-        );
-        let Some(stage_name) = facts.stage() else {
-            step("stage".into(), false, "the request names no stage".into());
-            return steps;
-        };
-        let Some(stage) = self.stage_id(stage_name).map(|s| &self.stages[s.index()]) else {
-            step(
-                "stage".into(),
-                false,
-                format!("stage `{stage_name}` is not declared by the policy"),
-            );
-            return steps;
-        };
-        let listed = stage.tools.contains(id);
-        let verb = if listed { "lists" } else { "does not list" };
-        if !step(
-            "stage".into(),
-            listed,
-            format!("stage `{stage_name}` {verb} `{}`", call.tool),
-        ) {
-            return steps;
         }
-        if let Some(max) = stage.max_turns {
-            let turns = facts.stage_turns().unwrap_or(0);
-            let ok = turns <= max;
-            let rel = if ok { "<=" } else { ">" };
-            if !step(
-                "max_turns".into(),
-                ok,
-                format!("stage_turns {turns} {rel} max_turns {max}"),
-            ) {
-                return steps;
-            }
-        }
-        let carried = self.initial_latches(facts.latched());
-        for (i, latch) in self.latches.iter().enumerate() {
-            let bit = 1u64 << i;
-            if tool.blocked_by & bit == 0 {
-                continue;
-            }
-            let from_fact = carried & bit != 0;
-            let by_call = setters.iter().find(|(_, sets)| sets & bit != 0);
-            let detail = match (from_fact, by_call) {
-                (true, _) => "set by the request's `latched` fact".to_string(),
-                (false, Some((c, _))) => {
-                    format!("set by `{}` (call {}) in this batch", c.tool, c.id)
-                }
-                (false, None) => "not set".to_string(),
-            };
-            let set = from_fact || by_call.is_some();
-            if !step(format!("latch {}", latch.name), !set, detail) {
-                return steps;
-            }
-        }
-        let env = Env::new(&call.args, facts, &self.host_lists);
-        for rule_id in tool.rules.iter() {
-            let rule = &self.rules[rule_id.index()];
-            let truth = rule.cond.eval(&env);
-            let mut looked = Vec::new();
-            self.describe(&rule.cond, &env, &mut looked);
-            let (passed, outcome) = match truth {
-                Truth::True => (true, "holds"),
-                Truth::False => (false, "fails"),
-                Truth::Unknown(ABSENT) if rule.fail_open => {
-                    (true, "unknown: facts absent, the rule fails open")
-                }
-                Truth::Unknown(ABSENT) => (false, "unknown: facts absent, the rule fails closed"),
-                Truth::Unknown(f) if f & AMBIGUOUS != 0 => {
-                    (false, "unknown: a URL is ambiguous, the rule fails closed")
-                }
-                Truth::Unknown(_) => (false, "unknown: an operand is missing or of the wrong type"),
-            };
-            let detail = format!("{outcome}; {}", looked.join("; "));
-            if !step(format!("rule {}", rule.name), passed, detail) {
-                return steps;
-            }
-        }
-        steps
     }
 
+    /// The call being judged.
+    fn call(&self) -> Option<&Call> {
+        self.calls.get(self.steps.len().checked_sub(1)?)
+    }
+
+    fn stage(&mut self, gate: StageGate<'_>, turns: u64) {
+        let tool = self.call().map(|c| c.tool.clone()).unwrap_or_default();
+        let name = self.facts.stage().unwrap_or_default();
+        let listed = |verb: &str| format!("stage `{name}` {verb} `{tool}`");
+        let (max_turns, used_up) = match gate {
+            StageGate::Missing => {
+                return self.push("stage".into(), false, "the request names no stage".into())
+            }
+            StageGate::Unknown => {
+                let detail = format!("stage `{name}` is not declared by the policy");
+                return self.push("stage".into(), false, detail);
+            }
+            StageGate::NotListed(_) => {
+                return self.push("stage".into(), false, listed("does not list"));
+            }
+            StageGate::TurnsUsedUp(_, max) => (Some(max), true),
+            StageGate::Open(s) => (s.max_turns, false),
+        };
+        self.push("stage".into(), true, listed("lists"));
+        if let Some(max) = max_turns {
+            let rel = if used_up { ">" } else { "<=" };
+            let detail = format!("stage_turns {turns} {rel} max_turns {max}");
+            self.push("max_turns".into(), !used_up, detail);
+        }
+    }
+
+    fn latch(&mut self, index: usize, set: bool) {
+        let policy = self.policy;
+        let bit = 1u64 << index;
+        let by_call = self.calls.iter().find(|c| {
+            policy
+                .tool_id(&c.tool)
+                .is_some_and(|id| policy.tools[id.index()].sets & bit != 0)
+        });
+        let detail = match (self.carried & bit != 0, by_call) {
+            (true, _) => "set by the request's `latched` fact".to_string(),
+            (false, Some(c)) => format!("set by `{}` (call {}) in this batch", c.tool, c.id),
+            (false, None) => "not set".to_string(),
+        };
+        let name = policy.latches.get(index).map(|l| &*l.name).unwrap_or("?");
+        self.push(format!("latch {name}"), !set, detail);
+    }
+
+    fn rule(&mut self, rule: RuleId, truth: Truth, passed: bool, env: &Env<'_>) {
+        let info = &self.policy.rules[rule.index()];
+        let outcome = match truth {
+            Truth::True => "holds",
+            Truth::False => "fails",
+            Truth::Unknown(ABSENT) if passed => "unknown: facts absent, the rule fails open",
+            Truth::Unknown(ABSENT) => "unknown: facts absent, the rule fails closed",
+            Truth::Unknown(f) if f & AMBIGUOUS != 0 => {
+                "unknown: a URL is ambiguous, the rule fails closed"
+            }
+            Truth::Unknown(_) => "unknown: an operand is missing or of the wrong type",
+        };
+        let mut looked = Vec::new();
+        self.policy.describe(&info.cond, env, &mut looked);
+        let detail = format!("{outcome}; {}", looked.join("; "));
+        self.push(format!("rule {}", info.name), passed, detail);
+    }
+}
+
+impl Trace for Recorder<'_> {
+    const ON: bool = true;
+
+    fn next_call(&mut self) {
+        self.steps.push(Vec::new());
+    }
+
+    fn record(&mut self, check: Check<'_>) {
+        match check {
+            Check::Class(None) => {
+                let tool = self.call().map(|c| c.tool.clone()).unwrap_or_default();
+                let detail = format!("`{tool}` is not classified by the policy");
+                self.push("class".into(), false, detail);
+            }
+            Check::Class(Some(id)) => {
+                let tool = self.call().map(|c| c.tool.clone()).unwrap_or_default();
+                let class = self.policy.tools[id.index()].class.as_str();
+                let detail = format!("`{tool}` is classified as {class}");
+                self.push("class".into(), true, detail);
+            }
+            Check::Stage(gate, turns) => self.stage(gate, turns),
+            Check::Latch { index, set } => self.latch(index, set),
+            Check::Rule {
+                rule,
+                truth,
+                passed,
+                env,
+            } => self.rule(rule, truth, passed, env),
+        }
+    }
+}
+
+impl Policy {
     /// Adds a sentence per leaf of `cond`: the value it read and the test's outcome.
     fn describe(&self, cond: &Cond, env: &Env<'_>, out: &mut Vec<String>) {
         match cond {

@@ -11,6 +11,7 @@
 //!
 //! Like [`Policy::decide`], offering is pure: no I/O, no clock, never a panic.
 
+use crate::decide::{blocking_latch, ActiveStage, StageGate};
 use crate::error::RequestError;
 use crate::policy::Policy;
 use crate::request::{read_json, schema, top_object, type_name, Facts, Request};
@@ -257,13 +258,6 @@ impl OfferRequest {
     }
 }
 
-/// The active stage as the facts give it.
-enum Stage<'a> {
-    Known(&'a crate::policy::StageInfo),
-    Unknown(&'a str),
-    Missing,
-}
-
 impl Policy {
     /// The tool definitions to show the model for a turn with these facts.
     ///
@@ -272,20 +266,16 @@ impl Policy {
     /// out of turns); appends each offered tool's requirements to its description; marks
     /// tools a set latch disables for this turn. Never fails.
     pub fn offer(&self, facts: &Facts, tools: &[ToolDef]) -> Offer {
-        let stage = match facts.stage.as_deref() {
-            None => Stage::Missing,
-            Some(name) => match self.stage_id(name) {
-                Some(id) => Stage::Known(&self.stages[id.index()]),
-                None => Stage::Unknown(name),
-            },
-        };
+        // The stage and latch checks are decide's own (`ActiveStage::gate`,
+        // `blocking_latch`), so an offered tool is one whose call passes them.
+        let stage = self.active_stage(facts.stage.as_deref());
         let turns = facts.stage_turns.unwrap_or(0);
         let latched = self.initial_latches(LatchedRef::from(&facts.latched));
 
         // Latches that some offered tool sets: only those are worth a warning in a
         // description, and only offered setters are named (the model sees no other tool).
         let offered_ids: Vec<_> = match &stage {
-            Stage::Known(s) => tools
+            ActiveStage::Known(s) => tools
                 .iter()
                 .filter_map(|t| self.tool_id(t.name.as_str()))
                 .filter(|id| s.tools.contains(*id))
@@ -325,44 +315,44 @@ impl Policy {
                 );
                 continue;
             };
-            let stage = match &stage {
-                Stage::Known(s) => *s,
-                Stage::Unknown(name) => {
+            match stage.gate(id, turns) {
+                StageGate::Open(_) => {}
+                StageGate::Unknown => {
+                    let name = facts.stage.as_deref().unwrap_or_default();
                     withhold(
                         WithheldReason::UnknownStage,
                         format!("the policy defines no stage `{name}`, so no tool exists"),
                     );
                     continue;
                 }
-                Stage::Missing => {
+                StageGate::Missing => {
                     withhold(
                         WithheldReason::NoStage,
                         "the facts name no stage, so no tool exists".into(),
                     );
                     continue;
                 }
-            };
-            if !stage.tools.contains(id) {
-                withhold(
-                    WithheldReason::NotInStage,
-                    format!("the tool does not exist in stage `{}`", stage.name),
-                );
-                continue;
-            }
-            if let Some(max) = stage.max_turns.filter(|max| turns > *max) {
-                withhold(
-                    WithheldReason::TurnsUsedUp,
-                    format!(
-                        "stage `{}` allows at most {max} turns and they are used up",
-                        stage.name
-                    ),
-                );
-                continue;
+                StageGate::NotListed(stage) => {
+                    withhold(
+                        WithheldReason::NotInStage,
+                        format!("the tool does not exist in stage `{}`", stage.name),
+                    );
+                    continue;
+                }
+                StageGate::TurnsUsedUp(stage, max) => {
+                    withhold(
+                        WithheldReason::TurnsUsedUp,
+                        format!(
+                            "stage `{}` allows at most {max} turns and they are used up",
+                            stage.name
+                        ),
+                    );
+                    continue;
+                }
             }
             let info = &self.tools[id.index()];
-            let blocking = info.blocked_by & latched;
-            let disabled_by =
-                (blocking != 0).then(|| &self.latches[blocking.trailing_zeros() as usize]);
+            let disabled_by = blocking_latch(info.blocked_by, latched)
+                .and_then(|latch| self.latches.get(usize::from(latch)));
             let mut out = def.clone();
             out.description =
                 self.offered_description(def.description.as_deref(), id, disabled_by, &offered_ids);
