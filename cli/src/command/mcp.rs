@@ -18,10 +18,10 @@ use serde_json::Value;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
-use toolgate_engine::{Facts, Policy};
+use toolgate_engine::{schema, Facts, Policy};
 
 /// The facts the proxy keeps itself; a facts file may not give them.
-const PROXY_FACTS: [&str; 3] = ["stage", "latched", "called"];
+const PROXY_FACTS: [&str; 3] = [schema::STAGE, schema::LATCHED, schema::CALLED];
 
 /// Arguments of `toolgate mcp`.
 #[derive(clap::Args)]
