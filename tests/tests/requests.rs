@@ -396,3 +396,39 @@ fn every_standard_fact_key_is_checked_by_both_readers() {
     let err = Request::from_json(r#"{"calls": [], "facts_": {}}"#).unwrap_err();
     assert!(matches!(err, RequestError::Schema { ref path, .. } if path == "facts_"));
 }
+
+/// The compiler reserves every standard fact the schema names: `facts.KEY.sub` either reads
+/// the standard fact (`fields`) or is refused, never read as a custom fact of that name,
+/// while the same path under a custom name reads the custom fact.
+#[test]
+fn the_compiler_reserves_every_standard_fact_key() {
+    use toolgate_engine::{schema, Policy};
+    let src = |name: &str| {
+        format!(
+            "module m\nwrite t\nstage s {{ tools [t] }}\nrule r for t {{ require facts.{name}.sub == 1 }}\n"
+        )
+    };
+    let allowed = |p: &Policy, facts: Value| {
+        let mut facts = facts;
+        facts["stage"] = json!("s");
+        let body = json!({"facts": facts, "calls": [{"id": "c", "tool": "t"}]});
+        p.decide_json(&body.to_string()).unwrap().decisions[0].allow
+    };
+    for key in schema::STANDARD_FACTS {
+        let compiled = Policy::compile("m.gate", &src(key));
+        if key == schema::FIELDS {
+            let p = compiled.expect("`facts.fields.NAME` reads a field");
+            assert!(allowed(&p, json!({"fields": {"sub": 1}})));
+            assert!(!allowed(&p, json!({"fields": {"sub": 2}})));
+        } else {
+            assert!(
+                compiled.is_err(),
+                "`facts.{key}.sub` must not compile as a custom fact"
+            );
+        }
+        let custom = format!("x_{key}");
+        let p = Policy::compile("m.gate", &src(&custom)).expect("a custom fact path compiles");
+        assert!(allowed(&p, json!({&custom: {"sub": 1}})), "{custom}");
+        assert!(!allowed(&p, json!({&custom: {"sub": 2}})), "{custom}");
+    }
+}
