@@ -13,6 +13,7 @@ use crate::name_table::NameTable;
 use crate::policy::{FixedRefusals, LatchInfo, Policy, RuleInfo, StageInfo, ToolInfo};
 use crate::refusal;
 use crate::response::DenyKind;
+use crate::schema;
 use crate::strict_url::{self, Ambiguity};
 use crate::tool_set::ToolSet;
 use sha2::{Digest, Sha256};
@@ -31,6 +32,16 @@ mod detokenise;
 pub const MAX_WINDOW: usize = 50;
 /// The window of `client_sent_media` when none is given.
 pub const DEFAULT_WINDOW: usize = 10;
+
+/// A window of `n` messages as the engine scans it: at least 1, at most [`MAX_WINDOW`].
+///
+/// The one place a window is clamped. The compiler refuses 0 and warns above the cap; every
+/// other reader of a written window (refusal texts, the invariant search) clamps through
+/// here, so none of them can describe a different window than the one the engine scans.
+pub fn clamp_window(n: u64) -> usize {
+    usize::try_from(n.clamp(1, MAX_WINDOW as u64)).unwrap_or(MAX_WINDOW)
+}
+
 /// The largest policy source accepted, in bytes.
 pub const MAX_SOURCE_BYTES: usize = 4 << 20;
 /// How many unknown tool names get a did-you-mean search, per policy.
@@ -917,9 +928,9 @@ impl Compiler {
             }
         };
         match &**first {
-            "stage" => scalar_root(Root::Stage, self),
-            "stage_turns" => scalar_root(Root::StageTurns, self),
-            "fields" => {
+            schema::STAGE => scalar_root(Root::Stage, self),
+            schema::STAGE_TURNS => scalar_root(Root::StageTurns, self),
+            schema::FIELDS => {
                 if rest.is_empty() {
                     self.error(
                         Diagnostic::error(path.span, "`facts.fields` needs a field name")
@@ -932,7 +943,7 @@ impl Compiler {
                     segs: rest.into(),
                 })
             }
-            "messages" | "called" | "latched" => {
+            schema::MESSAGES | schema::CALLED | schema::LATCHED => {
                 self.error(
                     Diagnostic::error(path.span, format!("`facts.{first}` cannot be read by path"))
                         .with_help(format!("use the built-in preconditions: {BUILTINS}")),
@@ -1091,15 +1102,14 @@ impl Compiler {
         if n == 0 {
             self.error(
                 Diagnostic::error(v.span, "a window of 0 messages is never satisfied")
-                    .with_help("use a window of 1 to 50"),
+                    .with_help(format!("use a window of 1 to {MAX_WINDOW}")),
             );
             return None;
         }
         if n > MAX_WINDOW as u64 {
             self.warn(v.span, format!("window of {n} messages is clamped to {MAX_WINDOW}"), format!("windows are capped at {MAX_WINDOW} so a precondition can never become a table scan"));
-            return Some(MAX_WINDOW);
         }
-        Some(n as usize)
+        Some(clamp_window(n))
     }
 
     fn word(&mut self, v: &Spanned<CallValue>, what: &str) -> Option<String> {

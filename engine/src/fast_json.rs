@@ -10,6 +10,7 @@
 //! accept exactly the valid requests, never to describe the invalid ones.
 
 use crate::request::repeated_id;
+use crate::schema as key;
 use crate::strict_json::ValueSeed;
 use crate::view::{from_client, CallView, FactsView, LatchedView, MessageTable, RequestView};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -126,14 +127,14 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
         let mut seen = SeenKeys::default();
         while let Some(key) = next_key(&mut map, &mut seen)? {
             match &*key.0 {
-                "facts" => {
+                key::FACTS => {
                     view.facts = map.next_value_seed(FactsSeed {
                         custom: self.custom,
                     })?
                 }
-                "calls" => calls = Some(map.next_value::<Calls<'de>>()?.0),
-                "policy" => view.policy = map.next_value::<Option<Str<'de>>>()?.map(|s| s.0),
-                "session" | "turn" => {
+                key::CALLS => calls = Some(map.next_value::<Calls<'de>>()?.0),
+                key::POLICY => view.policy = map.next_value::<Option<Str<'de>>>()?.map(|s| s.0),
+                key::SESSION | key::TURN => {
                     map.next_value::<Option<Str<'de>>>()?;
                 }
                 _ => return Err(invalid()),
@@ -172,20 +173,20 @@ impl<'de> Visitor<'de> for FactsSeed<'_> {
         let mut seen = SeenKeys::default();
         while let Some(key) = next_key(&mut map, &mut seen)? {
             match &*key.0 {
-                "stage" => facts.stage = map.next_value::<Option<Str<'de>>>()?.map(|s| s.0),
-                "stage_turns" => facts.stage_turns = map.next_value::<Option<u64>>()?,
-                "latched" => facts.latched = map.next_value::<Latched<'de>>()?.0,
-                "messages" => {
+                key::STAGE => facts.stage = map.next_value::<Option<Str<'de>>>()?.map(|s| s.0),
+                key::STAGE_TURNS => facts.stage_turns = map.next_value::<Option<u64>>()?,
+                key::LATCHED => facts.latched = map.next_value::<Latched<'de>>()?.0,
+                key::MESSAGES => {
                     facts.messages = map.next_value::<Option<Messages<'de>>>()?.map(|m| m.0)
                 }
-                "fields" => {
+                key::FIELDS => {
                     facts.fields = match map.next_value_seed(ValueSeed::unexplained())? {
                         Value::Null => None,
                         Value::Object(fields) => Some(fields),
                         _ => return Err(invalid()),
                     }
                 }
-                "called" => facts.called = map.next_value::<Option<Called<'de>>>()?.map(|c| c.0),
+                key::CALLED => facts.called = map.next_value::<Option<Called<'de>>>()?.map(|c| c.0),
                 name if self.custom.iter().any(|k| **k == *name) => {
                     let value = map.next_value_seed(ValueSeed::unexplained())?;
                     facts.other.push((key.0, value));
@@ -276,8 +277,8 @@ impl<'de> Visitor<'de> for MessageSeed<'_, 'de> {
         let mut seen = SeenKeys::default();
         while let Some(key) = next_key(&mut map, &mut seen)? {
             match &*key.0 {
-                "from" => client = Some(from_client(&map.next_value::<Str<'de>>()?.0)),
-                "media" => {
+                key::FROM => client = Some(from_client(&map.next_value::<Str<'de>>()?.0)),
+                key::MEDIA => {
                     map.next_value_seed(MediaSeed {
                         kinds: &mut self.table.kinds,
                     })?;
@@ -363,8 +364,8 @@ impl<'de> Deserialize<'de> for CalledEntry<'de> {
                 let mut seen = SeenKeys::default();
                 while let Some(key) = next_key(&mut map, &mut seen)? {
                     match &*key.0 {
-                        "tool" => tool = Some(map.next_value::<Str<'de>>()?.0),
-                        "ok" => ok = map.next_value::<Option<bool>>()?.unwrap_or(false),
+                        key::TOOL => tool = Some(map.next_value::<Str<'de>>()?.0),
+                        key::OK => ok = map.next_value::<Option<bool>>()?.unwrap_or(false),
                         _ => {
                             map.next_value::<Skip>()?;
                         }
@@ -418,9 +419,9 @@ impl<'de> Deserialize<'de> for CallEntry<'de> {
                 let mut seen = SeenKeys::default();
                 while let Some(key) = next_key(&mut map, &mut seen)? {
                     match &*key.0 {
-                        "id" => id = Some(map.next_value::<Str<'de>>()?.0),
-                        "tool" => tool = Some(map.next_value::<Str<'de>>()?.0),
-                        "args" => {
+                        key::ID => id = Some(map.next_value::<Str<'de>>()?.0),
+                        key::TOOL => tool = Some(map.next_value::<Str<'de>>()?.0),
+                        key::ARGS => {
                             args = match map.next_value_seed(ValueSeed::unexplained())? {
                                 Value::Null => Value::Object(Map::new()),
                                 v @ Value::Object(_) => v,

@@ -42,6 +42,7 @@ mod refusal;
 mod request;
 mod request_check;
 mod response;
+pub mod schema;
 mod sessions;
 mod strict_json;
 mod strict_url;
@@ -50,7 +51,7 @@ mod vault;
 mod view;
 mod words;
 
-pub use compile::{MAX_SOURCE_BYTES, MAX_WINDOW};
+pub use compile::{clamp_window, DEFAULT_WINDOW, MAX_SOURCE_BYTES, MAX_WINDOW};
 pub use decide::Verdict;
 pub use error::{CompileError, RequestError};
 pub use explain::{CallExplanation, Step};

@@ -14,7 +14,8 @@
 use crate::decide::{blocking_latch, ActiveStage, StageGate};
 use crate::error::RequestError;
 use crate::policy::Policy;
-use crate::request::{read_json, schema, top_object, type_name, Facts, Request};
+use crate::request::{opt_string, read_json, schema, top_object, type_name, Facts};
+use crate::schema as key;
 use crate::view::LatchedRef;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -227,33 +228,29 @@ impl OfferRequest {
     pub fn from_value(value: Value) -> Result<Self, RequestError> {
         let mut top = top_object(
             value,
-            &["facts", "tools", "policy", "session", "turn"],
+            &key::OFFER_KEYS,
             "an offer request has `facts`, `tools` and optionally `policy`, `session`, `turn`",
         )?;
-        let tools = match top.remove("tools") {
-            Some(v) => ToolDef::list_from_value(v, "tools")?,
+        let tools = match top.remove(key::TOOLS) {
+            Some(v) => ToolDef::list_from_value(v, key::TOOLS)?,
             None => {
                 return Err(schema(
-                    "tools",
+                    key::TOOLS,
                     "missing field; send the executor's tool definitions",
                 ))
             }
         };
         // The facts share the decision request's reader, so both report the same paths.
-        let mut probe = Map::new();
-        for key in ["facts", "policy", "session", "turn"] {
-            if let Some(v) = top.remove(key) {
-                probe.insert(key.into(), v);
-            }
-        }
-        probe.insert("calls".into(), Value::Array(Vec::new()));
-        let request = Request::from_value(Value::Object(probe))?;
+        let facts = match top.remove(key::FACTS) {
+            Some(v) => Facts::from_value(v)?,
+            None => Facts::default(),
+        };
         Ok(OfferRequest {
-            facts: request.facts,
+            facts,
             tools,
-            policy: request.policy,
-            session: request.session,
-            turn: request.turn,
+            policy: opt_string(&mut top, "", key::POLICY)?,
+            session: opt_string(&mut top, "", key::SESSION)?,
+            turn: opt_string(&mut top, "", key::TURN)?,
         })
     }
 }

@@ -169,10 +169,8 @@ pub(crate) fn describe(e: &Expr, hosts: &HostLookup<'_>) -> String {
             match call.name.name.as_str() {
                 "client_sent_media" => {
                     let n = match arg("within", 0) {
-                        Some(CallValue::Number(n)) => {
-                            (*n as u64).clamp(1, crate::compile::MAX_WINDOW as u64)
-                        }
-                        _ => crate::compile::DEFAULT_WINDOW as u64,
+                        Some(CallValue::Number(n)) => crate::compile::clamp_window(*n as u64),
+                        _ => crate::compile::DEFAULT_WINDOW,
                     };
                     let kinds = match arg("kinds", 1) {
                         Some(CallValue::List(items)) if !items.is_empty() => {

@@ -5,6 +5,7 @@
 //! field, because a silent default here would quietly change a security decision.
 
 use crate::error::RequestError;
+use crate::schema as key;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
@@ -147,14 +148,14 @@ impl Request {
     pub fn from_value(value: Value) -> Result<Self, RequestError> {
         let mut top = top_object(
             value,
-            &["facts", "calls", "policy", "session", "turn"],
+            &key::REQUEST_KEYS,
             "a request has `facts`, `calls` and optionally `policy`, `session`, `turn`",
         )?;
-        let facts = match top.remove("facts") {
-            None | Some(Value::Null) => Facts::default(),
+        let facts = match top.remove(key::FACTS) {
+            None => Facts::default(),
             Some(v) => Facts::from_value(v)?,
         };
-        let calls = match top.remove("calls") {
+        let calls = match top.remove(key::CALLS) {
             Some(Value::Array(items)) => items
                 .into_iter()
                 .enumerate()
@@ -162,13 +163,13 @@ impl Request {
                 .collect::<Result<Vec<_>, _>>()?,
             Some(other) => {
                 return Err(schema(
-                    "calls",
+                    key::CALLS,
                     format!("expected an array, found {}", type_name(&other)),
                 ))
             }
             None => {
                 return Err(schema(
-                    "calls",
+                    key::CALLS,
                     "missing field; send `\"calls\": []` for an empty batch",
                 ))
             }
@@ -179,9 +180,9 @@ impl Request {
         Ok(Request {
             facts,
             calls,
-            policy: opt_string(&mut top, "policy", "policy")?,
-            session: opt_string(&mut top, "session", "session")?,
-            turn: opt_string(&mut top, "turn", "turn")?,
+            policy: opt_string(&mut top, "", key::POLICY)?,
+            session: opt_string(&mut top, "", key::SESSION)?,
+            turn: opt_string(&mut top, "", key::TURN)?,
         })
     }
 }
@@ -195,24 +196,38 @@ impl Facts {
         }
     }
 
-    fn from_value(value: Value) -> Result<Self, RequestError> {
-        let Value::Object(mut map) = value else {
-            return Err(schema(
-                "facts",
-                format!("expected an object, found {}", type_name(&value)),
-            ));
+    /// Reads the facts from JSON text, as a request's `facts` field (see
+    /// [`Facts::from_value`]).
+    pub fn from_json(text: &str) -> Result<Self, RequestError> {
+        Self::from_value(read_json(text)?)
+    }
+
+    /// Reads the facts from an already parsed JSON value, exactly as a request's `facts`
+    /// field is read: `null` is no facts, and errors name the field as it sits in a request
+    /// (`facts.stage`, `facts.messages[2].from`), so a facts file and a request body report
+    /// the same paths.
+    pub fn from_value(value: Value) -> Result<Self, RequestError> {
+        let mut map = match value {
+            Value::Null => return Ok(Facts::default()),
+            Value::Object(map) => map,
+            other => {
+                return Err(schema(
+                    key::FACTS,
+                    format!("expected an object, found {}", type_name(&other)),
+                ))
+            }
         };
-        let stage = opt_string(&mut map, "stage", "facts.stage")?;
-        let stage_turns = match map.remove("stage_turns") {
+        let stage = opt_string(&mut map, key::FACTS, key::STAGE)?;
+        let stage_turns = match map.remove(key::STAGE_TURNS) {
             None | Some(Value::Null) => None,
             Some(v) => Some(v.as_u64().ok_or_else(|| {
                 schema(
-                    "facts.stage_turns",
+                    &fact_path(key::STAGE_TURNS),
                     format!("expected a non-negative integer, found {}", describe(&v)),
                 )
             })?),
         };
-        let latched = match map.remove("latched") {
+        let latched = match map.remove(key::LATCHED) {
             None | Some(Value::Null) => Latched::default(),
             Some(Value::Bool(b)) => Latched::Flag(b),
             Some(Value::Object(m)) => {
@@ -220,7 +235,7 @@ impl Facts {
                 for (k, v) in m {
                     let b = v.as_bool().ok_or_else(|| {
                         schema(
-                            &format!("facts.latched.{k}"),
+                            &format!("{}.{k}", fact_path(key::LATCHED)),
                             format!("expected a bool, found {}", type_name(&v)),
                         )
                     })?;
@@ -230,7 +245,7 @@ impl Facts {
             }
             Some(v) => {
                 return Err(schema(
-                    "facts.latched",
+                    &fact_path(key::LATCHED),
                     format!(
                         "expected a bool or an object of bools, found {}",
                         type_name(&v)
@@ -238,7 +253,7 @@ impl Facts {
                 ))
             }
         };
-        let messages = match map.remove("messages") {
+        let messages = match map.remove(key::MESSAGES) {
             None | Some(Value::Null) => None,
             Some(Value::Array(items)) => Some(
                 items
@@ -249,22 +264,22 @@ impl Facts {
             ),
             Some(v) => {
                 return Err(schema(
-                    "facts.messages",
+                    &fact_path(key::MESSAGES),
                     format!("expected an array, found {}", type_name(&v)),
                 ))
             }
         };
-        let fields = match map.remove("fields") {
+        let fields = match map.remove(key::FIELDS) {
             None | Some(Value::Null) => None,
             Some(Value::Object(m)) => Some(m),
             Some(v) => {
                 return Err(schema(
-                    "facts.fields",
+                    &fact_path(key::FIELDS),
                     format!("expected an object, found {}", type_name(&v)),
                 ))
             }
         };
-        let called = match map.remove("called") {
+        let called = match map.remove(key::CALLED) {
             None | Some(Value::Null) => None,
             Some(Value::Array(items)) => Some(
                 items
@@ -275,7 +290,7 @@ impl Facts {
             ),
             Some(v) => {
                 return Err(schema(
-                    "facts.called",
+                    &fact_path(key::CALLED),
                     format!("expected an array, found {}", type_name(&v)),
                 ))
             }
@@ -294,14 +309,14 @@ impl Facts {
 
 impl Message {
     fn from_value(value: Value, i: usize) -> Result<Self, RequestError> {
-        let at = format!("facts.messages[{i}]");
+        let at = format!("{}[{i}]", fact_path(key::MESSAGES));
         let Value::Object(mut m) = value else {
             return Err(schema(
                 &at,
                 format!("expected an object, found {}", type_name(&value)),
             ));
         };
-        let from = match m.remove("from") {
+        let from = match m.remove(key::FROM) {
             Some(Value::String(s)) => s,
             Some(v) => {
                 return Err(schema(
@@ -311,7 +326,7 @@ impl Message {
             }
             None => return Err(schema(&format!("{at}.from"), "missing field")),
         };
-        let media = match m.remove("media") {
+        let media = match m.remove(key::MEDIA) {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(kinds)) => kinds
                 .into_iter()
@@ -337,14 +352,14 @@ impl Message {
 
 impl CalledTool {
     fn from_value(value: Value, i: usize) -> Result<Self, RequestError> {
-        let at = format!("facts.called[{i}]");
+        let at = format!("{}[{i}]", fact_path(key::CALLED));
         let Value::Object(mut m) = value else {
             return Err(schema(
                 &at,
                 format!("expected an object, found {}", type_name(&value)),
             ));
         };
-        let tool = match m.remove("tool") {
+        let tool = match m.remove(key::TOOL) {
             Some(Value::String(s)) => s,
             Some(v) => {
                 return Err(schema(
@@ -354,7 +369,7 @@ impl CalledTool {
             }
             None => return Err(schema(&format!("{at}.tool"), "missing field")),
         };
-        let ok = match m.remove("ok") {
+        let ok = match m.remove(key::OK) {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => b,
             Some(v) => {
@@ -370,14 +385,14 @@ impl CalledTool {
 
 impl Call {
     fn from_value(value: Value, i: usize) -> Result<Self, RequestError> {
-        let at = format!("calls[{i}]");
+        let at = format!("{}[{i}]", key::CALLS);
         let Value::Object(mut m) = value else {
             return Err(schema(
                 &at,
                 format!("expected an object, found {}", type_name(&value)),
             ));
         };
-        let id = match m.remove("id") {
+        let id = match m.remove(key::ID) {
             Some(Value::String(s)) => s,
             Some(v) => {
                 return Err(schema(
@@ -392,7 +407,7 @@ impl Call {
                 ))
             }
         };
-        let tool = match m.remove("tool") {
+        let tool = match m.remove(key::TOOL) {
             Some(Value::String(s)) => s,
             Some(v) => {
                 return Err(schema(
@@ -402,7 +417,7 @@ impl Call {
             }
             None => return Err(schema(&format!("{at}.tool"), "missing field")),
         };
-        let args = match m.remove("args") {
+        let args = match m.remove(key::ARGS) {
             None | Some(Value::Null) => Value::Object(Map::new()),
             Some(v @ Value::Object(_)) => v,
             Some(Value::String(_)) => {
@@ -432,7 +447,7 @@ pub(crate) fn repeated_id<'a>(n: usize, id: impl Fn(usize) -> &'a str) -> Option
 /// The error for `calls[again]` repeating the id of `calls[first]`.
 pub(crate) fn repeated_id_error(id: &str, first: usize, again: usize) -> RequestError {
     schema(
-        &format!("calls[{again}].id"),
+        &format!("{}[{again}].{}", key::CALLS, key::ID),
         format!(
             "the id `{id}` is also the id of calls[{first}]; executors map decisions back by \
              id, so every call needs its own"
@@ -440,19 +455,33 @@ pub(crate) fn repeated_id_error(id: &str, first: usize, again: usize) -> Request
     )
 }
 
-fn opt_string(
+/// The optional string at `name` of an object; `parent` is the object's own path (empty for
+/// the request body), for the error.
+pub(crate) fn opt_string(
     map: &mut Map<String, Value>,
-    key: &str,
-    path: &str,
+    parent: &str,
+    name: &str,
 ) -> Result<Option<String>, RequestError> {
-    match map.remove(key) {
+    match map.remove(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(v) => Err(schema(
-            path,
-            format!("expected a string, found {}", type_name(&v)),
-        )),
+        Some(v) => {
+            let path = if parent.is_empty() {
+                name.to_string()
+            } else {
+                format!("{parent}.{name}")
+            };
+            Err(schema(
+                &path,
+                format!("expected a string, found {}", type_name(&v)),
+            ))
+        }
     }
+}
+
+/// The path of the standard fact `name` inside a request, for errors (`facts.stage`).
+fn fact_path(name: &str) -> String {
+    format!("{}.{name}", key::FACTS)
 }
 
 /// Parses JSON text, keeping serde_json's line and column on failure and refusing a key
@@ -530,52 +559,68 @@ impl Request {
         let mut facts = self.facts.other.clone();
         let f = &self.facts;
         if let Some(s) = &f.stage {
-            facts.insert("stage".into(), Value::from(s.clone()));
+            facts.insert(key::STAGE.into(), Value::from(s.clone()));
         }
         if let Some(t) = f.stage_turns {
-            facts.insert("stage_turns".into(), Value::from(t));
+            facts.insert(key::STAGE_TURNS.into(), Value::from(t));
         }
         match &f.latched {
             Latched::Flag(b) => {
-                facts.insert("latched".into(), Value::from(*b));
+                facts.insert(key::LATCHED.into(), Value::from(*b));
             }
             Latched::ByName(m) => {
                 let obj: Map<String, Value> = m
                     .iter()
                     .map(|(k, v)| (k.clone(), Value::from(*v)))
                     .collect();
-                facts.insert("latched".into(), Value::Object(obj));
+                facts.insert(key::LATCHED.into(), Value::Object(obj));
             }
         }
         if let Some(ms) = &f.messages {
             let arr = ms
                 .iter()
-                .map(|m| serde_json::json!({"from": m.from, "media": m.media}))
+                .map(|m| {
+                    object([
+                        (key::FROM, Value::from(m.from.clone())),
+                        (key::MEDIA, Value::from(m.media.clone())),
+                    ])
+                })
                 .collect();
-            facts.insert("messages".into(), Value::Array(arr));
+            facts.insert(key::MESSAGES.into(), Value::Array(arr));
         }
         if let Some(fields) = &f.fields {
-            facts.insert("fields".into(), Value::Object(fields.clone()));
+            facts.insert(key::FIELDS.into(), Value::Object(fields.clone()));
         }
         if let Some(cs) = &f.called {
             let arr = cs
                 .iter()
-                .map(|c| serde_json::json!({"tool": c.tool, "ok": c.ok}))
+                .map(|c| {
+                    object([
+                        (key::TOOL, Value::from(c.tool.clone())),
+                        (key::OK, Value::from(c.ok)),
+                    ])
+                })
                 .collect();
-            facts.insert("called".into(), Value::Array(arr));
+            facts.insert(key::CALLED.into(), Value::Array(arr));
         }
         let calls: Vec<Value> = self
             .calls
             .iter()
-            .map(|c| serde_json::json!({"id": c.id, "tool": c.tool, "args": c.args}))
+            .map(|c| {
+                object([
+                    (key::ID, Value::from(c.id.clone())),
+                    (key::TOOL, Value::from(c.tool.clone())),
+                    (key::ARGS, c.args.clone()),
+                ])
+            })
             .collect();
         let mut top = Map::new();
-        top.insert("facts".into(), Value::Object(facts));
-        top.insert("calls".into(), Value::Array(calls));
+        top.insert(key::FACTS.into(), Value::Object(facts));
+        top.insert(key::CALLS.into(), Value::Array(calls));
         for (k, v) in [
-            ("policy", &self.policy),
-            ("session", &self.session),
-            ("turn", &self.turn),
+            (key::POLICY, &self.policy),
+            (key::SESSION, &self.session),
+            (key::TURN, &self.turn),
         ] {
             if let Some(v) = v {
                 top.insert(k.into(), Value::from(v.clone()));
@@ -583,4 +628,14 @@ impl Request {
         }
         Value::Object(top)
     }
+}
+
+/// A JSON object of these entries.
+fn object<const N: usize>(entries: [(&str, Value); N]) -> Value {
+    Value::Object(
+        entries
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
 }

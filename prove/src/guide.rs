@@ -3,6 +3,7 @@
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use toolgate_engine::{clamp_window, DEFAULT_WINDOW};
 use toolgate_lang::ast::{
     self, CallValue, Expr, ExprKind, InvExpr, InvExprKind, Item, Literal, PathRoot, PathSegment,
     Predicate,
@@ -162,21 +163,21 @@ impl Guide {
         };
         match call.name.name.as_str() {
             "client_sent_media" => {
-                let mut window = 10;
+                let mut window = DEFAULT_WINDOW;
                 for (pos, a) in call.args.iter().enumerate() {
                     let label = a.label.as_ref().map(|l| l.name.as_str());
                     match (label, pos) {
                         (Some("within"), _) | (None, 0) => {
-                            window = number(&a.value.node).unwrap_or(window).min(50);
+                            window = number(&a.value.node).unwrap_or(window);
                         }
                         _ => words(&a.value.node, &mut self.kinds),
                     }
                 }
-                self.windows.push(window.max(1));
+                self.windows.push(clamp_window(window as u64));
             }
             "min_client_messages" => {
                 if let Some(n) = call.args.first().and_then(|a| number(&a.value.node)) {
-                    self.windows.push(n.clamp(1, 50));
+                    self.windows.push(clamp_window(n as u64));
                 }
             }
             "field_filled" => {

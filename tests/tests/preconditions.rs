@@ -400,6 +400,33 @@ fn a_window_over_50_is_clamped_to_50() {
     assert_denied_by(&with_image_at(70), DenyKind::Precondition, "receipt");
 }
 
+/// The refusal text names the window the engine scans, for windows on both sides of the
+/// cap: the denial of an image one message outside the window says that window.
+#[test]
+fn the_refusal_names_the_window_the_engine_scans() {
+    for written in [1u64, 2, 10, 49, 50, 51, 80, 999] {
+        let src = format!(
+            "module w\nwrite pay\nstage s {{ tools [pay] }}\nrule r for pay {{ require client_sent_media(within: {written}, kinds: [image]) }}\n"
+        );
+        let p = compile(&src);
+        let scanned = toolgate_engine::clamp_window(written);
+        assert_eq!(scanned as u64, written.clamp(1, 50), "window {written}");
+        let with_image_at = |depth: usize| {
+            let mut ms = vec![msg("client", &["image"])];
+            ms.extend((0..depth).map(|_| msg("client", &[])));
+            decide_one(&p, json!({"stage": "s", "messages": ms}), "pay", json!({}))
+        };
+        assert_allowed(&with_image_at(scanned - 1));
+        let d = with_image_at(scanned);
+        assert_denied_by(&d, DenyKind::Precondition, "r");
+        let text = d.reason.as_deref().unwrap_or_default();
+        assert!(
+            text.contains(&format!("last {scanned} messages")),
+            "window {written}: `{text}`"
+        );
+    }
+}
+
 #[test]
 fn a_window_of_exactly_50_is_not_warned_about() {
     let p = compile(

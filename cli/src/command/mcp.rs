@@ -14,14 +14,14 @@ use super::{compile_file, display_name, read_input};
 use crate::mcp::upstream::Upstream;
 use crate::mcp::{Config, DenyAs, Proxy};
 use rmcp::ServiceExt;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
-use toolgate_engine::{Facts, Policy, Request};
+use toolgate_engine::{schema, Facts, Policy};
 
 /// The facts the proxy keeps itself; a facts file may not give them.
-const PROXY_FACTS: [&str; 3] = ["stage", "latched", "called"];
+const PROXY_FACTS: [&str; 3] = [schema::STAGE, schema::LATCHED, schema::CALLED];
 
 /// Arguments of `toolgate mcp`.
 #[derive(clap::Args)]
@@ -191,12 +191,11 @@ fn read_facts(policy: &Policy, path: &str) -> Result<Facts, String> {
             "{name}: `{key}` cannot come from a facts file: the proxy keeps it (the stage is --stage, the latches and earlier calls are counted per connection)"
         ));
     }
-    let request = Request::from_value(json!({"facts": value, "calls": []}))
-        .map_err(|e| format!("{name}: {e}"))?;
+    let facts = Facts::from_value(value).map_err(|e| format!("{name}: {e}"))?;
     policy
-        .check_facts(&request.facts)
+        .check_facts(&facts)
         .map_err(|e| format!("{name}: {e}"))?;
-    Ok(request.facts)
+    Ok(facts)
 }
 
 /// Parses `30s`, `500ms`, `2m` or a bare number of seconds.

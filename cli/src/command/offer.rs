@@ -2,9 +2,9 @@
 
 use super::tools_file::ToolsFile;
 use super::{display_name, read_input};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::process::ExitCode;
-use toolgate_engine::{Request, RequestError};
+use toolgate_engine::{Facts, RequestError};
 
 /// Arguments of `toolgate offer`.
 #[derive(clap::Args)]
@@ -60,9 +60,8 @@ fn offer(args: &Args) -> Result<String, String> {
         other => format!("error: {name}: malformed facts: {other}"),
     })?;
     // The facts go through the decision request's reader, so they are checked the same way.
-    let facts = Request::from_value(json!({"facts": facts, "calls": []}))
-        .map_err(|e| format!("error: {name}: malformed facts: {e}"))?
-        .facts;
+    let facts =
+        Facts::from_value(facts).map_err(|e| format!("error: {name}: malformed facts: {e}"))?;
     policy
         .check_facts(&facts)
         .map_err(|e| format!("error: {name}: malformed facts: {e}"))?;

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::*;
-use crate::request::{Call, Latched, Message};
+use crate::request::{Call, Latched, Message, Request};
 use crate::response::DenyKind;
 use serde_json::json;
 
