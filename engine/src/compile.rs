@@ -4,6 +4,7 @@
 //! interned to ids, stage whitelists become bit sets, regexes and host matchers are built,
 //! each tool gets the list of its own rules, and every refusal text is written.
 
+use crate::builtins::{self, Arg, Param, ParamKind};
 use crate::cond::{Cond, Lit, Root, Seg, Test, ValuePath};
 use crate::error::CompileError;
 use crate::hosts::{parse_entry, HostList};
@@ -28,19 +29,7 @@ use toolgate_lang::{Diagnostic, SourceFile, Span};
 mod checks;
 mod detokenise;
 
-/// The largest window a precondition may scan; larger ones are clamped with a warning.
-pub const MAX_WINDOW: usize = 50;
-/// The window of `client_sent_media` when none is given.
-pub const DEFAULT_WINDOW: usize = 10;
-
-/// A window of `n` messages as the engine scans it: at least 1, at most [`MAX_WINDOW`].
-///
-/// The one place a window is clamped. The compiler refuses 0 and warns above the cap; every
-/// other reader of a written window (refusal texts, the invariant search) clamps through
-/// here, so none of them can describe a different window than the one the engine scans.
-pub fn clamp_window(n: u64) -> usize {
-    usize::try_from(n.clamp(1, MAX_WINDOW as u64)).unwrap_or(MAX_WINDOW)
-}
+use crate::builtins::{clamp_window, DEFAULT_WINDOW, MAX_WINDOW};
 
 /// The largest policy source accepted, in bytes.
 pub const MAX_SOURCE_BYTES: usize = 4 << 20;
@@ -48,9 +37,6 @@ pub const MAX_SOURCE_BYTES: usize = 4 << 20;
 const MAX_SUGGESTIONS: usize = 8;
 /// The size limit handed to the regex compiler for each `matches` pattern.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
-
-/// The built-in fact preconditions, for help texts.
-const BUILTINS: &str = "client_sent_media(within: N, kinds: [..]), field_filled(NAME), called_before(TOOL), min_client_messages(N)";
 
 impl Policy {
     /// Compiles policy `text`, naming it `file_name` in diagnostics.
@@ -946,7 +932,10 @@ impl Compiler {
             schema::MESSAGES | schema::CALLED | schema::LATCHED => {
                 self.error(
                     Diagnostic::error(path.span, format!("`facts.{first}` cannot be read by path"))
-                        .with_help(format!("use the built-in preconditions: {BUILTINS}")),
+                        .with_help(format!(
+                            "use the built-in preconditions: {}",
+                            builtins::signatures()
+                        )),
                 );
                 None
             }
@@ -957,21 +946,19 @@ impl Compiler {
         }
     }
 
+    /// Lowers a call of a built-in: binds its arguments to the registry entry's parameters
+    /// (by label, else by position), checks and lowers each by its kind, then lets the entry
+    /// build the precondition.
     fn builtin(&mut self, call: &ast::Call) -> Option<Cond> {
         let name = call.name.name.as_str();
-        let spec: &[&str] = match name {
-            "client_sent_media" => &["within", "kinds"],
-            "field_filled" => &["field"],
-            "called_before" => &["tool"],
-            "min_client_messages" => &["count"],
-            _ => {
-                self.error(
-                    Diagnostic::error(call.name.span, format!("unknown built-in `{name}`"))
-                        .with_help(format!("the built-ins are {BUILTINS}")),
-                );
-                return None;
-            }
+        let Some(entry) = builtins::find(name) else {
+            self.error(
+                Diagnostic::error(call.name.span, format!("unknown built-in `{name}`"))
+                    .with_help(format!("the built-ins are {}", builtins::signatures())),
+            );
+            return None;
         };
+        let spec: Vec<&str> = entry.params.iter().map(|p| p.label).collect();
         // Match labelled and positional arguments to the parameter list.
         let mut slots: Vec<Option<&Spanned<CallValue>>> = vec![None; spec.len()];
         for (pos, arg) in call.args.iter().enumerate() {
@@ -1014,73 +1001,73 @@ impl Compiler {
             }
             slots[idx] = Some(&arg.value);
         }
-        match name {
-            "client_sent_media" => {
-                let within = match slots[0] {
-                    None => DEFAULT_WINDOW,
-                    Some(v) => self.window(v)?,
-                };
-                let kinds = match slots[1] {
-                    None => Box::new([]) as Box<[Box<str>]>,
-                    Some(v) => match &v.node {
-                        CallValue::List(items) => {
-                            let mut out = Vec::new();
-                            for i in items {
-                                out.push(self.word(i, "a media kind")?.into_boxed_str());
-                            }
-                            if out.is_empty() {
-                                self.error(Diagnostic::error(v.span, "`kinds` is empty").with_help("list the media kinds, e.g. `kinds: [image, document]`, or drop it to accept any"));
-                                return None;
-                            }
-                            out.into_boxed_slice()
-                        }
-                        _ => {
-                            self.error(
-                                Diagnostic::error(v.span, "`kinds` takes a list")
-                                    .with_help("write `kinds: [image, document]`"),
-                            );
-                            return None;
-                        }
-                    },
-                };
-                Some(Cond::ClientSentMedia { within, kinds })
-            }
-            "field_filled" | "called_before" => {
-                let Some(v) = slots[0] else {
+        let mut args = Vec::with_capacity(slots.len());
+        for (param, slot) in entry.params.iter().zip(slots) {
+            args.push(self.builtin_arg(name, param, slot, call.name.span)?);
+        }
+        Some((entry.lower)(&mut builtins::Lowered(args)))
+    }
+
+    /// Checks and lowers one argument of built-in `name` by its parameter's kind; `given` is
+    /// `None` when the call leaves it out.
+    fn builtin_arg(
+        &mut self,
+        name: &str,
+        param: &Param,
+        given: Option<&Spanned<CallValue>>,
+        call_span: Span,
+    ) -> Option<Arg> {
+        let Some(v) = given else {
+            return match param.kind {
+                ParamKind::Window => Some(Arg::Window(DEFAULT_WINDOW)),
+                ParamKind::MediaKinds => Some(Arg::Words(Box::new([]))),
+                ParamKind::Count | ParamKind::Word | ParamKind::Tool => {
                     self.error(Diagnostic::error(
-                        call.name.span,
-                        format!("`{name}` needs {}", spec[0]),
+                        call_span,
+                        format!("`{name}` needs {}", param.what),
                     ));
+                    None
+                }
+            };
+        };
+        match param.kind {
+            ParamKind::Window => self.window(v).map(Arg::Window),
+            ParamKind::Count => self.whole(v).map(Arg::Count),
+            ParamKind::Word => Some(Arg::Word(self.word(v, param.what)?.into())),
+            ParamKind::Tool => {
+                let word = self.word(v, param.what)?;
+                // A rule that applies to no tool (a library module's `for []`) is never
+                // evaluated; its names are checked where it is imported for a tool.
+                if !self.tool_index.contains_key(&word) && !self.in_untargeted_rule {
+                    let t = ast::Ident {
+                        name: word.clone(),
+                        span: v.span,
+                    };
+                    self.unclassified_tool(&t, &format!("`{name}`"));
                     return None;
-                };
-                let word = self.word(v, spec[0])?;
-                if name == "field_filled" {
-                    Some(Cond::FieldFilled(word.into()))
-                } else {
-                    // A rule that applies to no tool (a library module's `for []`) is never
-                    // evaluated; its names are checked where it is imported for a tool.
-                    if !self.tool_index.contains_key(&word) && !self.in_untargeted_rule {
-                        let t = ast::Ident {
-                            name: word.clone(),
-                            span: v.span,
-                        };
-                        self.unclassified_tool(&t, "`called_before`");
+                }
+                Some(Arg::Word(word.into()))
+            }
+            ParamKind::MediaKinds => match &v.node {
+                CallValue::List(items) => {
+                    let mut out = Vec::new();
+                    for i in items {
+                        out.push(self.word(i, "a media kind")?.into_boxed_str());
+                    }
+                    if out.is_empty() {
+                        self.error(Diagnostic::error(v.span, "`kinds` is empty").with_help("list the media kinds, e.g. `kinds: [image, document]`, or drop it to accept any"));
                         return None;
                     }
-                    Some(Cond::CalledBefore(word.into()))
+                    Some(Arg::Words(out.into_boxed_slice()))
                 }
-            }
-            _ => {
-                let Some(v) = slots[0] else {
-                    self.error(Diagnostic::error(
-                        call.name.span,
-                        "`min_client_messages` needs a count",
-                    ));
-                    return None;
-                };
-                let n = self.whole(v)?;
-                Some(Cond::MinClientMessages(n))
-            }
+                _ => {
+                    self.error(
+                        Diagnostic::error(v.span, "`kinds` takes a list")
+                            .with_help("write `kinds: [image, document]`"),
+                    );
+                    None
+                }
+            },
         }
     }
 
@@ -1130,7 +1117,7 @@ fn fallback_help(message: &str) -> String {
     } else if message.contains("given twice") {
         "give each parameter once".into()
     } else if message.contains("needs") {
-        format!("the built-ins are {BUILTINS}")
+        format!("the built-ins are {}", builtins::signatures())
     } else if message.contains("tool name is empty") {
         "write a tool name, quoted if it has unusual characters".into()
     } else {

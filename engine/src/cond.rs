@@ -78,6 +78,8 @@ pub(crate) enum Cond {
         op: CmpOp,
         bound: f64,
     },
+    // The built-in preconditions, one variant per entry of `crate::builtins::BUILTINS`; their
+    // `explain` texts are in `crate::builtins::explain`.
     ClientSentMedia {
         within: usize,
         kinds: Box<[Box<str>]>,

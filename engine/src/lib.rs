@@ -22,6 +22,7 @@
 //!
 //! The engine never does I/O, never reads a clock, and never panics on any request.
 
+pub mod builtins;
 mod compile;
 mod cond;
 mod decide;
@@ -51,7 +52,8 @@ mod vault;
 mod view;
 mod words;
 
-pub use compile::{clamp_window, DEFAULT_WINDOW, MAX_SOURCE_BYTES, MAX_WINDOW};
+pub use builtins::{clamp_window, DEFAULT_WINDOW, MAX_WINDOW};
+pub use compile::MAX_SOURCE_BYTES;
 pub use decide::Verdict;
 pub use error::{CompileError, RequestError};
 pub use explain::{CallExplanation, Step};

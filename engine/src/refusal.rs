@@ -158,51 +158,14 @@ pub(crate) fn describe(e: &Expr, hosts: &HostLookup<'_>) -> String {
                 },
             }
         }
-        ExprKind::Call(call) => {
-            let arg = |label: &str, pos: usize| {
-                call.args
-                    .iter()
-                    .find(|a| a.label.as_ref().is_some_and(|l| l.name == label))
-                    .or_else(|| call.args.get(pos).filter(|a| a.label.is_none()))
-                    .map(|a| &a.value.node)
-            };
-            match call.name.name.as_str() {
-                "client_sent_media" => {
-                    let n = match arg("within", 0) {
-                        Some(CallValue::Number(n)) => crate::compile::clamp_window(*n as u64),
-                        _ => crate::compile::DEFAULT_WINDOW,
-                    };
-                    let kinds = match arg("kinds", 1) {
-                        Some(CallValue::List(items)) if !items.is_empty() => {
-                            let names: Vec<String> =
-                                items.iter().map(|i| value_text(&i.node)).collect();
-                            format!("{} {}", article_word(&names[0]), names.join("/"))
-                        }
-                        _ => "a media".into(),
-                    };
-                    format!(
-                        "the customer must have sent {kinds} attachment in their last {n} messages"
-                    )
-                }
-                "field_filled" => format!(
-                    "the `{}` field must be filled in",
-                    arg("field", 0).map(value_text).unwrap_or_default()
-                ),
-                "called_before" => format!(
-                    "`{}` must have been called successfully earlier in this conversation",
-                    arg("tool", 0).map(value_text).unwrap_or_default()
-                ),
-                "min_client_messages" => format!(
-                    "the customer must have sent at least {} messages",
-                    arg("count", 0).map(value_text).unwrap_or_default()
-                ),
-                other => format!("`{other}` must hold"),
-            }
-        }
+        ExprKind::Call(call) => match crate::builtins::find(&call.name.name) {
+            Some(b) => (b.requirement)(&b.written(call)),
+            None => format!("`{}` must hold", call.name.name),
+        },
     }
 }
 
-fn value_text(v: &CallValue) -> String {
+pub(crate) fn value_text(v: &CallValue) -> String {
     match v {
         CallValue::Number(n) => format_number(*n),
         CallValue::String(s) | CallValue::Name(s) => s.clone(),
@@ -231,7 +194,7 @@ fn format_number(n: f64) -> String {
     }
 }
 
-fn article_word(word: &str) -> &'static str {
+pub(crate) fn article_word(word: &str) -> &'static str {
     if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
         "an"
     } else {

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use toolgate_engine::builtins::{self, Guidance, ParamKind};
 use toolgate_engine::{clamp_window, DEFAULT_WINDOW};
 use toolgate_lang::ast::{
     self, CallValue, Expr, ExprKind, InvExpr, InvExprKind, Item, Literal, PathRoot, PathSegment,
@@ -145,6 +146,8 @@ impl Guide {
         }
     }
 
+    /// What a built-in call tells the search, by its registry entry's [`Guidance`] per
+    /// parameter.
     fn builtin(&mut self, call: &ast::Call) {
         let words = |v: &CallValue, out: &mut Vec<String>| match v {
             CallValue::Name(s) | CallValue::String(s) => out.push(s.clone()),
@@ -161,36 +164,25 @@ impl Guide {
             CallValue::Number(n) if *n >= 0.0 && *n < 1000.0 => Some(*n as usize),
             _ => None,
         };
-        match call.name.name.as_str() {
-            "client_sent_media" => {
-                let mut window = DEFAULT_WINDOW;
-                for (pos, a) in call.args.iter().enumerate() {
-                    let label = a.label.as_ref().map(|l| l.name.as_str());
-                    match (label, pos) {
-                        (Some("within"), _) | (None, 0) => {
-                            window = number(&a.value.node).unwrap_or(window);
-                        }
-                        _ => words(&a.value.node, &mut self.kinds),
+        let Some(entry) = builtins::find(&call.name.name) else {
+            return;
+        };
+        for (param, given) in entry.params.iter().zip(entry.written(call)) {
+            match param.guides {
+                Guidance::Window => {
+                    let default = (param.kind == ParamKind::Window).then_some(DEFAULT_WINDOW);
+                    let window = match given.and_then(number) {
+                        Some(n) => Some(n),
+                        None => default,
+                    };
+                    if let Some(n) = window {
+                        self.windows.push(clamp_window(n as u64));
                     }
                 }
-                self.windows.push(clamp_window(window as u64));
+                Guidance::MediaKinds => given.into_iter().for_each(|v| words(v, &mut self.kinds)),
+                Guidance::Field => given.into_iter().for_each(|v| words(v, &mut self.fields)),
+                Guidance::Tool => given.into_iter().for_each(|v| words(v, &mut self.called)),
             }
-            "min_client_messages" => {
-                if let Some(n) = call.args.first().and_then(|a| number(&a.value.node)) {
-                    self.windows.push(clamp_window(n as u64));
-                }
-            }
-            "field_filled" => {
-                if let Some(a) = call.args.first() {
-                    words(&a.value.node, &mut self.fields);
-                }
-            }
-            "called_before" => {
-                if let Some(a) = call.args.first() {
-                    words(&a.value.node, &mut self.called);
-                }
-            }
-            _ => {}
         }
     }
 }
