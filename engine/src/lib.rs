@@ -52,7 +52,7 @@ mod view;
 mod words;
 
 pub use compile::{clamp_window, DEFAULT_WINDOW, MAX_SOURCE_BYTES, MAX_WINDOW};
-pub use decide::Verdict;
+pub use decide::{ReadRequest, Verdict};
 pub use error::{CompileError, RequestError};
 pub use explain::{CallExplanation, Step};
 pub use hot_swap::{DuplicateModule, PolicySet, PolicyStore};

@@ -23,6 +23,22 @@ pub enum LogMode {
     Off,
 }
 
+/// What one log entry is written from.
+pub struct Entry<'a> {
+    /// The decision id the response carries.
+    pub decision_id: &'a str,
+    /// The request's `session` id, if any.
+    pub session: Option<&'a str>,
+    /// The request's `turn` id, if any.
+    pub turn: Option<&'a str>,
+    /// The whole request: only the strict path has it, and `--log-args` needs it.
+    pub request: Option<&'a Request>,
+    /// The engine's response.
+    pub response: &'a Response,
+    /// Where the server's latch state came from, for session requests.
+    pub session_state: Option<Origin>,
+}
+
 /// The sending side of the log, shared by the handlers.
 pub struct DecisionLog {
     tx: ArcSwapOption<mpsc::Sender<String>>,
@@ -66,16 +82,25 @@ impl DecisionLog {
         Ok((DecisionLog { tx, mode, log_args }, handle))
     }
 
+    /// True when entries carry the request's facts and arguments (`--log-args`) and logging
+    /// is on: only then does an entry need the whole request as sent, which the one-pass
+    /// reader does not keep (it skips message texts and facts the policy never reads).
+    pub fn needs_request(&self) -> bool {
+        self.log_args && self.tx.load().is_some()
+    }
+
     /// Queues an entry for a judged batch, or counts it dropped when the queue is full.
     /// `session_state` is where the server's latch state came from, for session requests.
-    pub fn record(
-        &self,
-        decision_id: &str,
-        request: &Request,
-        response: &Response,
-        session_state: Option<Origin>,
-        metrics: &Metrics,
-    ) {
+    /// `request` is the whole request, needed only when [`DecisionLog::needs_request`].
+    pub fn record(&self, entry: Entry<'_>, metrics: &Metrics) {
+        let Entry {
+            decision_id,
+            session,
+            turn,
+            request,
+            response,
+            session_state,
+        } = entry;
         let guard = self.tx.load();
         let Some(tx) = guard.as_ref() else { return };
         if self.mode == LogMode::Denials && response.decisions.iter().all(|d| d.allow) {
@@ -95,13 +120,13 @@ impl DecisionLog {
             "decision_id": decision_id,
             "policy": response.policy,
             "revision": response.revision,
-            "session": request.session,
-            "turn": request.turn,
+            "session": session,
+            "turn": turn,
             "session_state": session_state,
             "latched": response.latched,
             "decisions": decisions,
         });
-        if self.log_args {
+        if let (true, Some(request)) = (self.log_args, request) {
             if let Value::Object(m) = &mut entry {
                 let req = request.to_value();
                 m.insert(
