@@ -187,3 +187,67 @@ fn the_log_is_written_from_what_the_one_pass_reader_read() {
     assert!(!text.contains("do-not-log"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Starts a logging server, posts `body`, stops it cleanly and returns the log's text.
+fn logged(tag: &str, extra: &[&str], body: &Value) -> String {
+    let dir = temp_dir(&format!("{tag}-out"));
+    let log = dir.join("log.jsonl");
+    let mut args = vec!["--log", "all", "--log-file", log.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let mut s = start(tag, &[("gate.gate", LATCHED)], &args);
+    assert_eq!(post_json(&s.addr, "/v1/decide", body).0, 200);
+    let pid = s.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    assert!(s.child.wait().unwrap().success());
+    drop(s);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    text
+}
+
+#[test]
+fn log_entries_keep_their_fields_and_log_args_logs_the_request_as_sent() {
+    let body = json!({"facts": {"stage": "main", "unread": {"k": [1, 2]},
+        "messages": [{"from": "client", "text": "my card is 4111"}]},
+        "calls": [{"id": "1", "tool": "fetch", "args": {"url": "https://x.test"}},
+                  {"id": "2", "tool": "nope", "args": {"n": 7}}]});
+    let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+
+    let plain: Value = serde_json::from_str(logged("log-plain", &[], &body).trim()).unwrap();
+    assert_eq!(
+        keys(&plain),
+        [
+            "decision_id",
+            "decisions",
+            "latched",
+            "policy",
+            "revision",
+            "session",
+            "session_state",
+            "ts_ms",
+            "turn"
+        ]
+    );
+    assert_eq!(
+        keys(&plain["decisions"][1]),
+        ["allow", "id", "kind", "rule", "tool"]
+    );
+    assert_eq!(plain["decisions"][0]["kind"], Value::Null);
+    assert_eq!(plain["decisions"][1]["kind"], "unclassified");
+    assert_eq!(plain["session"], Value::Null);
+    assert!(plain["ts_ms"].as_u64().is_some_and(|t| t > 0));
+
+    let text = logged("log-args", &["--log-args"], &body);
+    let full: Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(full["args"], json!([{"url": "https://x.test"}, {"n": 7}]));
+    // The facts as the request holds them, including a fact the policy never reads (message
+    // texts are not part of a request: the engine never reads them).
+    assert_eq!(full["facts"]["unread"], json!({"k": [1, 2]}));
+    assert_eq!(full["facts"]["messages"][0]["from"], "client");
+    assert!(!text.contains("my card is 4111"), "{text}");
+    assert_eq!(full["decisions"], plain["decisions"]);
+}
