@@ -14,11 +14,12 @@ use crate::error::RequestError;
 use crate::fast_json;
 use crate::ids::{RuleId, StageId, ToolId};
 use crate::policy::{Policy, RuleInfo, StageInfo};
+use crate::request::Latched;
 use crate::request::Request;
 use crate::response::{Decision, DenyKind, LatchState, Response};
 use crate::strict_url::Ambiguity;
 use crate::vault;
-use crate::view::{CallLike, FactsRef, LatchedRef};
+use crate::view::{CallLike, FactsRef, LatchedRef, RequestView};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -187,6 +188,48 @@ pub(crate) enum Check<'a> {
     },
 }
 
+/// A request read by the one-pass reader for one policy ([`Policy::read_json`]), ready to be
+/// judged by [`Policy::decide_read`]. Its strings borrow from the text it was read from.
+#[derive(Debug)]
+pub struct ReadRequest<'a> {
+    view: RequestView<'a>,
+}
+
+impl ReadRequest<'_> {
+    /// The `policy` field: the module the request names, if any.
+    pub fn policy(&self) -> Option<&str> {
+        self.view.policy.as_deref()
+    }
+
+    /// The `session` field (a server's session id), if any.
+    pub fn session(&self) -> Option<&str> {
+        self.view.session.as_deref()
+    }
+
+    /// The `turn` field (a server's turn id), if any.
+    pub fn turn(&self) -> Option<&str> {
+        self.view.turn.as_deref()
+    }
+
+    /// How many calls the batch holds.
+    pub fn calls(&self) -> usize {
+        self.view.calls.len()
+    }
+
+    /// How many messages `facts.messages` holds, if it is given.
+    pub fn messages(&self) -> Option<usize> {
+        self.view.facts.messages.as_ref().map(|m| m.rows.len())
+    }
+
+    /// Unions `carried` (a session's latch state) into the request's `latched` fact: a latch
+    /// set in either is set, exactly as [`Latched::or`] does for an owned request. Call it
+    /// after [`Policy::read_json`] has checked the request's own latch names, so carried
+    /// state can never hide an undeclared name the executor sent.
+    pub fn carry(&mut self, carried: &Latched) {
+        self.view.facts.latched = self.view.facts.latched.or(carried);
+    }
+}
+
 /// Where the judge reports the checks it runs. [`NoTrace`], the decision path's sink, does
 /// nothing and compiles away; [`Policy::explain`]'s sink turns each check into a step.
 pub(crate) trait Trace {
@@ -256,6 +299,34 @@ impl Policy {
         let mut verdicts = Vec::with_capacity(view.calls.len());
         let latched = self.run(facts, &view.calls, &mut verdicts, &mut NoTrace);
         Ok(self.respond(facts, &view.calls, &verdicts, latched))
+    }
+
+    /// Reads `json` with the one-pass reader and checks it against this policy (the module
+    /// it names, its latch names), without judging it: the server reads a request once, starts
+    /// its session from the ids read in the same pass, then judges with
+    /// [`Policy::decide_read`].
+    ///
+    /// `None` when the one-pass reader refuses the text or a check fails; it never explains
+    /// why. The caller then reads the text with [`Request::from_json`] and
+    /// [`Policy::check_request`], which say why with a line, column or field path (or, for
+    /// the rare request only the one-pass reader refuses, such as one whose keys collide in
+    /// its duplicate-key hash, accept it).
+    pub fn read_json<'a>(&self, json: &'a str) -> Option<ReadRequest<'a>> {
+        let view = fast_json::parse(json, &self.custom_facts)?;
+        self.check_module(view.policy.as_deref()).ok()?;
+        self.check_latch_names(FactsRef::Borrowed(&view.facts).latched())
+            .ok()?;
+        Some(ReadRequest { view })
+    }
+
+    /// Judges a request read by [`Policy::read_json`] (with any session state carried in by
+    /// [`ReadRequest::carry`]). Like [`Policy::decide`], this never fails.
+    pub fn decide_read(&self, request: &ReadRequest<'_>) -> Response {
+        let view = &request.view;
+        let facts = FactsRef::Borrowed(&view.facts);
+        let mut verdicts = Vec::with_capacity(view.calls.len());
+        let latched = self.run(facts, &view.calls, &mut verdicts, &mut NoTrace);
+        self.respond(facts, &view.calls, &verdicts, latched)
     }
 
     /// Why a verdict denies, or `None` for an allow.

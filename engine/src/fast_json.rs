@@ -134,9 +134,8 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
                 }
                 key::CALLS => calls = Some(map.next_value::<Calls<'de>>()?.0),
                 key::POLICY => view.policy = map.next_value::<Option<Str<'de>>>()?.map(|s| s.0),
-                key::SESSION | key::TURN => {
-                    map.next_value::<Option<Str<'de>>>()?;
-                }
+                key::SESSION => view.session = map.next_value::<Option<Str<'de>>>()?.map(|s| s.0),
+                key::TURN => view.turn = map.next_value::<Option<Str<'de>>>()?.map(|s| s.0),
                 _ => return Err(invalid()),
             }
         }

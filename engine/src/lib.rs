@@ -54,7 +54,7 @@ mod words;
 
 pub use builtins::{clamp_window, DEFAULT_WINDOW, MAX_WINDOW};
 pub use compile::MAX_SOURCE_BYTES;
-pub use decide::Verdict;
+pub use decide::{ReadRequest, Verdict};
 pub use error::{CompileError, RequestError};
 pub use explain::{CallExplanation, Step};
 pub use hot_swap::{DuplicateModule, PolicySet, PolicyStore};

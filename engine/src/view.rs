@@ -19,6 +19,10 @@ pub(crate) struct RequestView<'a> {
     pub(crate) facts: FactsView<'a>,
     pub(crate) calls: Vec<CallView<'a>>,
     pub(crate) policy: Option<Cow<'a, str>>,
+    /// The server's session id, read in the same pass (the engine itself keeps no state).
+    pub(crate) session: Option<Cow<'a, str>>,
+    /// The server's turn id, read in the same pass.
+    pub(crate) turn: Option<Cow<'a, str>>,
 }
 
 /// The borrowed facts.
@@ -39,6 +43,26 @@ pub(crate) struct FactsView<'a> {
 pub(crate) enum LatchedView<'a> {
     Flag(bool),
     ByName(Vec<(Cow<'a, str>, bool)>),
+}
+
+impl LatchedView<'_> {
+    /// This latch fact unioned with `carried` (a session's state): a latch set in either is
+    /// set in the result. Goes through [`Latched::or`], so the union is the one the owned
+    /// request gets.
+    pub(crate) fn or(&self, carried: &Latched) -> LatchedView<'static> {
+        let own = match self {
+            LatchedView::Flag(b) => Latched::Flag(*b),
+            LatchedView::ByName(v) => {
+                Latched::ByName(v.iter().map(|(k, b)| (k.to_string(), *b)).collect())
+            }
+        };
+        match own.or(carried) {
+            Latched::Flag(b) => LatchedView::Flag(b),
+            Latched::ByName(m) => {
+                LatchedView::ByName(m.into_iter().map(|(k, b)| (Cow::Owned(k), b)).collect())
+            }
+        }
+    }
 }
 
 impl Default for LatchedView<'_> {

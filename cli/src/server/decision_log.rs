@@ -2,13 +2,14 @@
 //! writing never blocks a decision. A full queue drops entries and counts them.
 
 use arc_swap::ArcSwapOption;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
-use toolgate_engine::{Origin, Request, Response};
+use toolgate_engine::{DenyKind, LatchState, Origin, Request, Response};
 
 use super::metrics::Metrics;
 
@@ -21,6 +22,50 @@ pub enum LogMode {
     Denials,
     /// Nothing.
     Off,
+}
+
+/// One log line, as written.
+#[derive(Serialize)]
+struct Line<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    args: Option<Vec<&'a Value>>,
+    decision_id: &'a str,
+    decisions: Vec<LineDecision<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    facts: Option<Value>,
+    latched: &'a LatchState,
+    policy: &'a str,
+    revision: &'a str,
+    session: Option<&'a str>,
+    session_state: Option<Origin>,
+    ts_ms: u128,
+    turn: Option<&'a str>,
+}
+
+/// One call's decision in a log line.
+#[derive(Serialize)]
+struct LineDecision<'a> {
+    allow: bool,
+    id: &'a str,
+    kind: Option<DenyKind>,
+    rule: Option<&'a str>,
+    tool: &'a str,
+}
+
+/// What one log entry is written from.
+pub struct Entry<'a> {
+    /// The decision id the response carries.
+    pub decision_id: &'a str,
+    /// The request's `session` id, if any.
+    pub session: Option<&'a str>,
+    /// The request's `turn` id, if any.
+    pub turn: Option<&'a str>,
+    /// The whole request: only the strict path has it, and `--log-args` needs it.
+    pub request: Option<&'a Request>,
+    /// The engine's response.
+    pub response: &'a Response,
+    /// Where the server's latch state came from, for session requests.
+    pub session_state: Option<Origin>,
 }
 
 /// The sending side of the log, shared by the handlers.
@@ -66,53 +111,65 @@ impl DecisionLog {
         Ok((DecisionLog { tx, mode, log_args }, handle))
     }
 
+    /// True when entries carry the request's facts and arguments (`--log-args`) and logging
+    /// is on: only then does an entry need the whole request, which the one-pass reader does
+    /// not keep (it skips facts the policy never reads).
+    pub fn needs_request(&self) -> bool {
+        self.log_args && self.tx.load().is_some()
+    }
+
     /// Queues an entry for a judged batch, or counts it dropped when the queue is full.
     /// `session_state` is where the server's latch state came from, for session requests.
-    pub fn record(
-        &self,
-        decision_id: &str,
-        request: &Request,
-        response: &Response,
-        session_state: Option<Origin>,
-        metrics: &Metrics,
-    ) {
+    /// `request` is the whole request, needed only when [`DecisionLog::needs_request`].
+    pub fn record(&self, entry: Entry<'_>, metrics: &Metrics) {
+        let Entry {
+            decision_id,
+            session,
+            turn,
+            request,
+            response,
+            session_state,
+        } = entry;
         let guard = self.tx.load();
         let Some(tx) = guard.as_ref() else { return };
         if self.mode == LogMode::Denials && response.decisions.iter().all(|d| d.allow) {
             return;
         }
-        let ts = SystemTime::now()
+        let ts_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis())
             .unwrap_or(0);
-        let decisions: Vec<Value> = response
-            .decisions
-            .iter()
-            .map(|d| json!({"id": d.id, "tool": d.tool, "allow": d.allow, "kind": d.kind, "rule": d.rule}))
-            .collect();
-        let mut entry = json!({
-            "ts_ms": ts,
-            "decision_id": decision_id,
-            "policy": response.policy,
-            "revision": response.revision,
-            "session": request.session,
-            "turn": request.turn,
-            "session_state": session_state,
-            "latched": response.latched,
-            "decisions": decisions,
-        });
-        if self.log_args {
-            if let Value::Object(m) = &mut entry {
-                let req = request.to_value();
-                m.insert(
-                    "facts".into(),
-                    req.get("facts").cloned().unwrap_or(Value::Null),
-                );
-                let args: Vec<Value> = request.calls.iter().map(|c| c.args.clone()).collect();
-                m.insert("args".into(), Value::Array(args));
-            }
-        }
-        if tx.try_send(entry.to_string()).is_err() {
+        // Serialised straight from the response: no JSON tree is built for the entry. The
+        // fields are in the order the tree's sorted map wrote them before.
+        let with_request = request.filter(|_| self.log_args);
+        let line = Line {
+            args: with_request.map(|r| r.calls.iter().map(|c| &c.args).collect()),
+            decision_id,
+            decisions: response
+                .decisions
+                .iter()
+                .map(|d| LineDecision {
+                    allow: d.allow,
+                    id: &d.id,
+                    kind: d.kind,
+                    rule: d.rule.as_deref(),
+                    tool: &d.tool,
+                })
+                .collect(),
+            facts: with_request.map(|r| r.to_value().get("facts").cloned().unwrap_or(Value::Null)),
+            latched: &response.latched,
+            policy: &response.policy,
+            revision: &response.revision,
+            session,
+            session_state,
+            ts_ms,
+            turn,
+        };
+        let Ok(entry) = serde_json::to_string(&line) else {
+            metrics.log_dropped.fetch_add(1, Relaxed);
+            return;
+        };
+        if tx.try_send(entry).is_err() {
             metrics.log_dropped.fetch_add(1, Relaxed);
         }
     }

@@ -69,17 +69,22 @@ impl Limits {
 
     /// Refuses batches and conversations over the caps.
     pub fn check_request(&self, request: &Request) -> Result<(), ApiError> {
-        if request.calls.len() > self.calls {
+        self.check_counts(
+            request.calls.len(),
+            request.facts.messages.as_ref().map(Vec::len),
+        )
+    }
+
+    /// Refuses a batch of `calls` calls, or a conversation of `messages` messages, over the
+    /// caps: the one check both the one-pass and the strict path run.
+    pub fn check_counts(&self, calls: usize, messages: Option<usize>) -> Result<(), ApiError> {
+        if calls > self.calls {
             return Err(ApiError::too_large(
-                format!(
-                    "{} calls in one batch; the limit is {}",
-                    request.calls.len(),
-                    self.calls
-                ),
+                format!("{calls} calls in one batch; the limit is {}", self.calls),
                 Some("calls".into()),
             ));
         }
-        self.check_messages(&request.facts)
+        self.check_message_count(messages)
     }
 
     /// Refuses offer requests over the caps (tool definitions, messages).
@@ -120,15 +125,17 @@ impl Limits {
     }
 
     fn check_messages(&self, facts: &toolgate_engine::Facts) -> Result<(), ApiError> {
-        if let Some(ms) = &facts.messages {
-            if ms.len() > self.messages {
-                return Err(ApiError::too_large(
-                    format!("{} messages; the limit is {}", ms.len(), self.messages),
-                    Some("facts.messages".into()),
-                ));
-            }
+        self.check_message_count(facts.messages.as_ref().map(Vec::len))
+    }
+
+    fn check_message_count(&self, messages: Option<usize>) -> Result<(), ApiError> {
+        match messages {
+            Some(n) if n > self.messages => Err(ApiError::too_large(
+                format!("{n} messages; the limit is {}", self.messages),
+                Some("facts.messages".into()),
+            )),
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 

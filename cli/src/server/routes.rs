@@ -1,6 +1,7 @@
 //! The HTTP handlers.
 
 use super::api_error::ApiError;
+use super::decision_log::Entry;
 use super::metrics::Gauges;
 use super::state::AppState;
 use axum::body::Bytes;
@@ -9,8 +10,10 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 use toolgate_engine::{
@@ -19,6 +22,9 @@ use toolgate_engine::{
 };
 
 type Shared = State<Arc<AppState>>;
+
+/// A judged batch: the engine's response, where its latch state came from, the decision id.
+type Judged = (Decided, Option<Origin>, String);
 
 #[derive(Serialize)]
 /// `/v1/decide`'s answer: the engine response, where its latch state came from, and the
@@ -38,8 +44,12 @@ pub async fn decide(
     State(state): Shared,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let value = state.parse_body(body)?;
-    let (response, session, id) = state.judge(value, None)?;
+    let bytes = state.body_bytes(body)?;
+    let text = state.body_text(&bytes)?;
+    let (response, session, id) = match state.judge_fast(text, None) {
+        Some(done) => done?,
+        None => state.judge(state.parse_text(text)?, None)?,
+    };
     Ok(Json(DecideBody {
         response: &response,
         session,
@@ -92,28 +102,63 @@ pub async fn data_decide(
     Path(module): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let value = state.parse_body(body)?;
-    let Value::Object(mut top) = value else {
-        return Err(state.client_error(ApiError::bad_request(
-            "schema",
-            "expected an object with `input`",
-            None,
-        )));
+    let bytes = state.body_bytes(body)?;
+    let text = state.body_text(&bytes)?;
+    // One pass when the body is exactly `{"input": ..}`: the input is judged from its own
+    // text. Any other shape (more keys, `input` twice, invalid JSON) takes the strict path,
+    // which refuses duplicate keys anywhere in the body and says what is wrong.
+    let fast = serde_json::from_str::<OpaBody<'_>>(text)
+        .ok()
+        .and_then(|b| state.judge_fast(b.input.get(), Some(&module)));
+    let (response, session, id) = match fast {
+        Some(done) => done?,
+        None => state.data_judge_strict(text, &module)?,
     };
-    let Some(input) = top.remove("input") else {
-        return Err(state.client_error(ApiError::bad_request(
-            "schema",
-            "missing field",
-            Some("input".into()),
-        )));
-    };
-    let (response, session, id) = state.judge(input, Some(&module))?;
     let result = DecideBody {
         response: &response,
         session,
         decision_id: None,
     };
     Ok(Json(json!({"result": result, "decision_id": id})).into_response())
+}
+
+/// The OPA-shaped body the one-pass path accepts: `input` and nothing else.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpaBody<'a> {
+    #[serde(borrow)]
+    input: &'a RawValue,
+}
+
+/// The top-level `policy` field, read to pick among several loaded policies before the
+/// chosen one reads the whole body. Other fields are skipped unread; the chosen policy's
+/// reader then refuses duplicate keys (a second `policy` already fails here).
+#[derive(Deserialize)]
+struct Route<'a> {
+    #[serde(borrow, default)]
+    policy: Option<Cow<'a, str>>,
+}
+
+impl AppState {
+    /// `/v1/data/{module}/decide` on the strict path.
+    fn data_judge_strict(&self, text: &str, module: &str) -> Result<Judged, ApiError> {
+        let value = self.parse_text(text)?;
+        let Value::Object(mut top) = value else {
+            return Err(self.client_error(ApiError::bad_request(
+                "schema",
+                "expected an object with `input`",
+                None,
+            )));
+        };
+        let Some(input) = top.remove("input") else {
+            return Err(self.client_error(ApiError::bad_request(
+                "schema",
+                "missing field",
+                Some("input".into()),
+            )));
+        };
+        self.judge(input, Some(module))
+    }
 }
 
 /// `POST /v1/check`: compile the policy source in `{"source": ..}`; nothing is loaded.
@@ -268,17 +313,32 @@ impl AppState {
     }
 
     fn parse_body(&self, body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
-        let bytes = body.map_err(|r| self.client_error(body_rejection(&r)))?;
+        let bytes = self.body_bytes(body)?;
+        self.parse_text(self.body_text(&bytes)?)
+    }
+
+    /// The body, or 413/400 when it could not be read.
+    fn body_bytes(&self, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+        body.map_err(|r| self.client_error(body_rejection(&r)))
+    }
+
+    /// The body as text, once it passes the depth cap and is UTF-8.
+    fn body_text<'b>(&self, bytes: &'b Bytes) -> Result<&'b str, ApiError> {
         self.limits
-            .check_depth(&bytes)
+            .check_depth(bytes)
             .map_err(|e| self.client_error(e))?;
-        let text = std::str::from_utf8(&bytes).map_err(|e| {
+        std::str::from_utf8(bytes).map_err(|e| {
             self.client_error(ApiError::bad_request(
                 "json",
                 format!("body is not UTF-8: {e}"),
                 None,
             ))
-        })?;
+        })
+    }
+
+    /// The body read by the strict reader into a tree: errors carry a line and column, or
+    /// the path of a duplicate key.
+    fn parse_text(&self, text: &str) -> Result<Value, ApiError> {
         toolgate_engine::parse_json(text).map_err(|e| {
             self.client_error(match e {
                 RequestError::Json {
@@ -356,11 +416,7 @@ impl AppState {
     }
 
     /// Parses, routes and judges one request; records sessions, metrics and the log.
-    fn judge(
-        &self,
-        value: Value,
-        module: Option<&str>,
-    ) -> Result<(Decided, Option<Origin>, String), ApiError> {
+    fn judge(&self, value: Value, module: Option<&str>) -> Result<Judged, ApiError> {
         let started = Instant::now();
         let mut request =
             Request::from_value(value).map_err(|e| self.client_error(schema_error(e)))?;
@@ -407,8 +463,91 @@ impl AppState {
                 .sessions_expired
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        self.log
-            .record(&id, &request, &response, origin, &self.metrics);
+        self.log.record(
+            Entry {
+                decision_id: &id,
+                session: request.session.as_deref(),
+                turn: request.turn.as_deref(),
+                request: Some(&request),
+                response: &response,
+                session_state: origin,
+            },
+            &self.metrics,
+        );
         Ok((response, origin, id))
+    }
+
+    /// Routes, reads and judges one request in one pass over `text` with the engine's
+    /// one-pass reader ([`Policy::read_json`]); records sessions, metrics and the log.
+    ///
+    /// `None`, before anything is recorded, when this path cannot judge the request: it is
+    /// invalid, over a cap, names no loaded policy, or `--log-args` wants the whole request.
+    /// The caller then takes the strict path ([`AppState::judge`]), which gives the exact
+    /// error (or, for the rare valid request only the one-pass reader refuses, the decision).
+    /// So every error a client sees comes from one place, in one order.
+    fn judge_fast(&self, text: &str, module: Option<&str>) -> Option<Result<Judged, ApiError>> {
+        let started = Instant::now();
+        if self.log.needs_request() {
+            return None;
+        }
+        let set = self.store.snapshot();
+        let policy = match (module, set.only()) {
+            (Some(m), _) => set.get(m)?,
+            (None, Some(only)) => only,
+            (None, None) => {
+                let route = serde_json::from_str::<Route<'_>>(text).ok()?;
+                set.get(&route.policy?)?
+            }
+        };
+        // Checks the module the request names and its own latch names, before any session
+        // state is carried in.
+        let mut request = policy.read_json(text)?;
+        self.limits
+            .check_counts(request.calls(), request.messages())
+            .ok()?;
+        let ids = match (request.session(), request.turn()) {
+            (Some(s), Some(t)) => {
+                self.limits.check_id("session", s).ok()?;
+                self.limits.check_id("turn", t).ok()?;
+                true
+            }
+            (None, None) => false,
+            _ => return None,
+        };
+        // From here on the request is judged: nothing below falls back.
+        let mut origin = None;
+        if let (true, Some(s), Some(t)) = (ids, request.session(), request.turn()) {
+            let carried = match self.sessions.begin(policy, s, t, started) {
+                Ok(c) => c,
+                Err(e) => return Some(Err(self.session_refused(e))),
+            };
+            request.carry(&carried.latched);
+            origin = Some(carried.origin);
+        }
+        let response = policy.decide_read(&request);
+        if let (true, Some(s), Some(t)) = (ids, request.session(), request.turn()) {
+            self.sessions
+                .record(policy, s, t, &response.latched, Instant::now());
+        }
+        let id = self.next_decision_id();
+        self.metrics
+            .observe(&response, started.elapsed().as_micros() as u64);
+        if origin == Some(Origin::Expired) {
+            self.metrics
+                .sessions_expired
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.log.record(
+            Entry {
+                decision_id: &id,
+                session: request.session(),
+                turn: request.turn(),
+                request: None,
+                response: &response,
+                session_state: origin,
+            },
+            &self.metrics,
+        );
+        Some(Ok((response, origin, id)))
     }
 }

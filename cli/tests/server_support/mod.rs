@@ -40,7 +40,8 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     dir
 }
 
-/// Starts the server over `files`, with `extra` flags, and waits until it listens.
+/// Starts the server over `files`, with `extra` flags, and waits until it listens. The
+/// decision log is off unless `extra` sets `--log`.
 pub fn start(tag: &str, files: &[(&str, &str)], extra: &[&str]) -> Server {
     let dir = temp_dir(tag);
     for (name, text) in files {
@@ -49,7 +50,12 @@ pub fn start(tag: &str, files: &[(&str, &str)], extra: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .arg("serve")
         .arg(&dir)
-        .args(["--addr", "127.0.0.1:0", "--log", "off"])
+        .args(["--addr", "127.0.0.1:0"])
+        .args(if extra.contains(&"--log") {
+            &[][..]
+        } else {
+            &["--log", "off"][..]
+        })
         .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
