@@ -455,24 +455,12 @@ impl AppState {
             self.sessions
                 .record(policy, s, t, &response.latched, Instant::now());
         }
-        let id = self.next_decision_id();
-        self.metrics
-            .observe(&response, started.elapsed().as_micros() as u64);
-        if origin == Some(Origin::Expired) {
-            self.metrics
-                .sessions_expired
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        self.log.record(
-            Entry {
-                decision_id: &id,
-                session: request.session.as_deref(),
-                turn: request.turn.as_deref(),
-                request: Some(&request),
-                response: &response,
-                session_state: origin,
-            },
-            &self.metrics,
+        let id = self.recorded(
+            started,
+            &response,
+            origin,
+            (request.session.as_deref(), request.turn.as_deref()),
+            Some(&request),
         );
         Ok((response, origin, id))
     }
@@ -529,9 +517,29 @@ impl AppState {
             self.sessions
                 .record(policy, s, t, &response.latched, Instant::now());
         }
+        let id = self.recorded(
+            started,
+            &response,
+            origin,
+            (request.session(), request.turn()),
+            None,
+        );
+        Some(Ok((response, origin, id)))
+    }
+
+    /// What both judging paths do after a decision: a decision id, the metrics and the log
+    /// entry (with the request itself only on the strict path).
+    fn recorded(
+        &self,
+        started: Instant,
+        response: &Decided,
+        origin: Option<Origin>,
+        (session, turn): (Option<&str>, Option<&str>),
+        request: Option<&Request>,
+    ) -> String {
         let id = self.next_decision_id();
         self.metrics
-            .observe(&response, started.elapsed().as_micros() as u64);
+            .observe(response, started.elapsed().as_micros() as u64);
         if origin == Some(Origin::Expired) {
             self.metrics
                 .sessions_expired
@@ -540,14 +548,14 @@ impl AppState {
         self.log.record(
             Entry {
                 decision_id: &id,
-                session: request.session(),
-                turn: request.turn(),
-                request: None,
-                response: &response,
+                session,
+                turn,
+                request,
+                response,
                 session_state: origin,
             },
             &self.metrics,
         );
-        Some(Ok((response, origin, id)))
+        id
     }
 }
