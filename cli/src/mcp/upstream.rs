@@ -55,13 +55,7 @@ impl Upstream {
             command: command.to_string(),
             source,
         })?;
-        let service = tokio::time::timeout(timeout, ().serve(transport))
-            .await
-            .map_err(|_| ConnectError::Timeout(timeout))?
-            .map_err(handshake_error)?;
-        Ok(Upstream {
-            service: Arc::new(service),
-        })
+        handshake(transport, timeout).await
     }
 
     /// Connects to an upstream server over Streamable HTTP at `url` (`http://` only: this
@@ -71,13 +65,7 @@ impl Upstream {
             return Err(ConnectError::Scheme);
         }
         let transport = StreamableHttpClientTransport::from_uri(url.to_string());
-        let service = tokio::time::timeout(timeout, ().serve(transport))
-            .await
-            .map_err(|_| ConnectError::Timeout(timeout))?
-            .map_err(handshake_error)?;
-        Ok(Upstream {
-            service: Arc::new(service),
-        })
+        handshake(transport, timeout).await
     }
 
     /// The instructions the upstream server gave in its handshake, passed on to the client.
@@ -121,6 +109,21 @@ impl Upstream {
 
 /// A failed handshake in words. A transport failure is told by its innermost cause, which
 /// names what actually failed ("Connection refused") rather than the SDK's layers around it.
+/// Runs the MCP handshake over `transport`, bounded by `timeout`.
+async fn handshake<T, E, A>(transport: T, timeout: Duration) -> Result<Upstream, ConnectError>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let service = tokio::time::timeout(timeout, ().serve(transport))
+        .await
+        .map_err(|_| ConnectError::Timeout(timeout))?
+        .map_err(handshake_error)?;
+    Ok(Upstream {
+        service: Arc::new(service),
+    })
+}
+
 fn handshake_error(error: ClientInitializeError) -> ConnectError {
     ConnectError::Handshake(match &error {
         ClientInitializeError::TransportError { error, .. } => {
