@@ -9,10 +9,6 @@
 pub mod ast;
 mod diagnostic;
 mod fmt;
-mod fmt_comments;
-mod fmt_expr;
-mod fmt_printer;
-mod fmt_spanless;
 mod parser;
 mod rule_names;
 mod span;

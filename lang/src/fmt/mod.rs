@@ -11,18 +11,22 @@
 //!   inside the brackets; then it is wrapped one item per line, with a trailing comma;
 //! - tokens keep their text: strings stay quoted or raw as written, numbers as written;
 //! - comments are kept, above or at the end of the line of the item or entry they were
-//!   written before or after (see [`crate::fmt_printer`]).
+//!   written before or after (see [`printer`]).
 //!
 //! The result is checked before it is returned: it must parse to the same tree (spans
 //! aside) and hold the same comments, or the source is reported as not formattable.
 
+mod comments;
+mod expr;
+mod printer;
+mod spanless;
+
 use crate::diagnostic::Diagnostic;
-use crate::fmt_comments::{self, Comment};
-use crate::fmt_expr;
-use crate::fmt_printer::{Printer, Range};
 use crate::parser::{parse, parse_invariants, run_pest, Rule};
 use crate::span::Span;
+use comments::Comment;
 use pest::iterators::Pair;
+use printer::{Printer, Range};
 
 /// Lines longer than this are wrapped where the layout allows (lists).
 pub const MAX_WIDTH: usize = 100;
@@ -33,7 +37,7 @@ pub const MAX_WIDTH: usize = 100;
 /// A separate invariants file (`invariants for MODULE`, see `docs/testing.md`) is formatted
 /// the same way; it is recognised by its first line.
 pub fn format_source(name: &str, src: &str) -> Result<String, Vec<Diagnostic>> {
-    let top = if run_pest(Rule::invariants_file, src, false).is_ok() {
+    let top = if run_pest(Rule::invariants_file, src).is_ok() {
         Rule::invariants_file
     } else {
         Rule::file
@@ -74,7 +78,7 @@ fn texts(c: &[Comment]) -> Vec<&str> {
 
 /// The comments of a source that parses, in source order.
 fn layout_comments(src: &str, top: Rule) -> Option<Vec<Comment>> {
-    let file = run_pest(top, src, false).ok()?.next()?;
+    let file = run_pest(top, src).ok()?.next()?;
     Some(comments_of(src, &file))
 }
 
@@ -86,7 +90,7 @@ fn comments_of(src: &str, file: &Pair<'_, Rule>) -> Vec<Comment> {
         .filter(|p| p.as_rule() == Rule::string)
         .map(|p| (p.as_span().start(), p.as_span().end()))
         .collect();
-    fmt_comments::scan(src, &strings)
+    comments::scan(src, &strings)
 }
 
 fn layout(src: &str, top: Rule) -> Result<(String, Vec<Comment>), Vec<Diagnostic>> {
@@ -96,7 +100,7 @@ fn layout(src: &str, top: Rule) -> Result<(String, Vec<Comment>), Vec<Diagnostic
             "the parser produced no tree",
         )]
     };
-    let file = run_pest(top, src, false)
+    let file = run_pest(top, src)
         .map_err(|_| internal())?
         .next()
         .ok_or_else(internal)?;
@@ -414,7 +418,7 @@ impl Layout<'_> {
                 self.p.line(1, &format!("{kw} {value}"), r, true);
             }
             Rule::require => {
-                let cond = inner.next().map(fmt_expr::top).unwrap_or_default();
+                let cond = inner.next().map(expr::top).unwrap_or_default();
                 self.p.line(1, &format!("require {cond}"), r, true);
             }
             _ => self.p.line(1, e_text(&self.p, r).trim(), r, true),

@@ -12,7 +12,7 @@
 //! So every comment is printed exactly once, and a second run finds each one where the first
 //! run put it: a leading comment stays leading and a trailing one trailing.
 
-use crate::fmt_comments::Comment;
+use crate::fmt::comments::Comment;
 
 /// Two spaces per level, as in the examples and the docs.
 const INDENT: &str = "  ";
