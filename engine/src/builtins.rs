@@ -8,7 +8,7 @@
 //! `Cond` variant, evaluated in `cond.rs` and explained here. ARCHITECTURE.md has the checklist
 //! for adding one.
 
-use crate::cond::Cond;
+use crate::cond::{Cond, Truth, ABSENT};
 use crate::view::FactsRef;
 use toolgate_lang::ast::{Call, CallValue};
 
@@ -70,6 +70,8 @@ pub enum ParamKind {
     Tool,
     /// A non-empty list of media kinds; any kind when not given.
     MediaKinds,
+    /// A number of turns, 1 or more (1 is the current turn); required.
+    Turns,
 }
 
 /// What the invariant search takes from a parameter's value.
@@ -84,6 +86,9 @@ pub enum Guidance {
     Field,
     /// Tools to record as called.
     Tool,
+    /// How many turns ago an earlier call may be: the search records calls at, just inside
+    /// and just outside it.
+    Turns,
 }
 
 /// An argument after the compiler checked it against its [`ParamKind`].
@@ -151,9 +156,11 @@ pub static BUILTINS: &[Builtin] = &[
                 guides: Guidance::MediaKinds,
             },
         ],
-        lower: |a| Cond::ClientSentMedia {
-            within: a.window(0),
-            kinds: a.words(1),
+        lower: |a| {
+            Cond::Builtin(Pre::ClientSentMedia {
+                within: a.window(0),
+                kinds: a.words(1),
+            })
         },
         requirement: |a| {
             let n = match a.first().copied().flatten() {
@@ -186,7 +193,7 @@ pub static BUILTINS: &[Builtin] = &[
             what: "field",
             guides: Guidance::Field,
         }],
-        lower: |a| Cond::FieldFilled(a.word(0)),
+        lower: |a| Cond::Builtin(Pre::FieldFilled(a.word(0))),
         requirement: |a| format!("the `{}` field must be filled in", text(a, 0)),
     },
     Builtin {
@@ -198,7 +205,7 @@ pub static BUILTINS: &[Builtin] = &[
             what: "tool",
             guides: Guidance::Tool,
         }],
-        lower: |a| Cond::CalledBefore(a.word(0)),
+        lower: |a| Cond::Builtin(Pre::CalledBefore(a.word(0))),
         requirement: |a| {
             format!(
                 "`{}` must have been called successfully earlier in this conversation",
@@ -215,12 +222,47 @@ pub static BUILTINS: &[Builtin] = &[
             what: "a count",
             guides: Guidance::Window,
         }],
-        lower: |a| Cond::MinClientMessages(a.count(0)),
+        lower: |a| Cond::Builtin(Pre::MinClientMessages(a.count(0))),
         requirement: |a| {
             format!(
                 "the customer must have sent at least {} messages",
                 text(a, 0)
             )
+        },
+    },
+    Builtin {
+        name: "called_within",
+        signature: "called_within(TOOL, turns: N)",
+        params: &[
+            Param {
+                label: "tool",
+                kind: ParamKind::Tool,
+                what: "tool",
+                guides: Guidance::Tool,
+            },
+            Param {
+                label: "turns",
+                kind: ParamKind::Turns,
+                what: "a number of turns",
+                guides: Guidance::Turns,
+            },
+        ],
+        lower: |a| {
+            Cond::Builtin(Pre::CalledWithin {
+                tool: a.word(0),
+                turns: a.count(1),
+            })
+        },
+        requirement: |a| match a.get(1).copied().flatten() {
+            Some(CallValue::Number(n)) if *n == 1.0 => format!(
+                "`{}` must have been called successfully in this turn",
+                text(a, 0)
+            ),
+            _ => format!(
+                "`{}` must have been called successfully within the last {} turns",
+                text(a, 0),
+                text(a, 1)
+            ),
         },
     },
 ];
@@ -267,47 +309,107 @@ impl Builtin {
     }
 }
 
-/// What `explain` reports for a built-in precondition: the fact it read and what that
-/// showed. Empty for a condition that is not a built-in.
-pub(crate) fn explain(cond: &Cond, facts: FactsRef<'_>) -> String {
-    match cond {
-        Cond::ClientSentMedia { within, kinds } => match facts.messages() {
-            None => "messages absent".into(),
-            Some(ms) => {
-                let found = ms.client_sent_media(*within, kinds);
-                let wanted = if kinds.is_empty() {
-                    "any".to_string()
-                } else {
-                    kinds.join(" or ")
-                };
-                let verb = if found { "has" } else { "has no" };
-                format!("the last {within} client messages: {verb} media of kind {wanted}")
-            }
-        },
-        Cond::FieldFilled(name) => match facts.fields() {
-            None => "fields absent".into(),
-            Some(f) => match f.get(&**name) {
-                None => format!("field `{name}` missing"),
-                Some(v) => format!("field `{name}` = {}", crate::explain::short(v)),
+/// A compiled built-in precondition: one variant per entry of [`BUILTINS`]. It reads only
+/// the standard facts, and is unknown (so denies, even under `not`) when the fact it reads
+/// was not supplied.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Pre {
+    /// `client_sent_media(within, kinds)`; empty `kinds` is any kind.
+    ClientSentMedia {
+        within: usize,
+        kinds: Box<[Box<str>]>,
+    },
+    /// `field_filled(NAME)`.
+    FieldFilled(Box<str>),
+    /// `called_before(TOOL)`.
+    CalledBefore(Box<str>),
+    /// `min_client_messages(N)`.
+    MinClientMessages(u64),
+    /// `called_within(TOOL, turns: N)`: a successful call whose `turns_ago` is below `turns`.
+    CalledWithin { tool: Box<str>, turns: u64 },
+}
+
+impl Pre {
+    /// Whether the precondition holds for these facts.
+    pub(crate) fn eval(&self, facts: FactsRef<'_>) -> Truth {
+        match self {
+            Pre::ClientSentMedia { within, kinds } => match facts.messages() {
+                None => Truth::Unknown(ABSENT),
+                Some(ms) => Truth::from_bool(ms.client_sent_media(*within, kinds)),
             },
-        },
-        Cond::CalledBefore(tool) => match facts.called() {
-            None => "called absent".into(),
-            Some(c) if c.succeeded(tool) => format!("`{tool}` succeeded earlier"),
-            Some(_) => format!("no earlier successful `{tool}`"),
-        },
-        Cond::MinClientMessages(n) => match facts.messages() {
-            None => "messages absent".into(),
-            Some(ms) => {
-                let verb = if ms.client_count_at_least(*n) {
-                    "at least"
-                } else {
-                    "fewer than"
-                };
-                format!("{verb} {n} client messages")
-            }
-        },
-        _ => String::new(),
+            Pre::FieldFilled(name) => match facts.fields() {
+                None => Truth::Unknown(ABSENT),
+                Some(fields) => {
+                    Truth::from_bool(fields.get(&**name).is_some_and(crate::filled::is_filled))
+                }
+            },
+            Pre::CalledBefore(tool) => match facts.called() {
+                None => Truth::Unknown(ABSENT),
+                Some(called) => Truth::from_bool(called.succeeded(tool)),
+            },
+            Pre::MinClientMessages(n) => match facts.messages() {
+                None => Truth::Unknown(ABSENT),
+                Some(ms) => Truth::from_bool(ms.client_count_at_least(*n)),
+            },
+            Pre::CalledWithin { tool, turns } => match facts.called() {
+                None => Truth::Unknown(ABSENT),
+                Some(called) => called.succeeded_within(tool, *turns),
+            },
+        }
+    }
+
+    /// What `explain` reports: the fact read and what it showed.
+    pub(crate) fn explain(&self, facts: FactsRef<'_>) -> String {
+        match self {
+            Pre::ClientSentMedia { within, kinds } => match facts.messages() {
+                None => "messages absent".into(),
+                Some(ms) => {
+                    let found = ms.client_sent_media(*within, kinds);
+                    let wanted = if kinds.is_empty() {
+                        "any".to_string()
+                    } else {
+                        kinds.join(" or ")
+                    };
+                    let verb = if found { "has" } else { "has no" };
+                    format!("the last {within} client messages: {verb} media of kind {wanted}")
+                }
+            },
+            Pre::FieldFilled(name) => match facts.fields() {
+                None => "fields absent".into(),
+                Some(f) => match f.get(&**name) {
+                    None => format!("field `{name}` missing"),
+                    Some(v) => format!("field `{name}` = {}", crate::explain::short(v)),
+                },
+            },
+            Pre::CalledBefore(tool) => match facts.called() {
+                None => "called absent".into(),
+                Some(c) if c.succeeded(tool) => format!("`{tool}` succeeded earlier"),
+                Some(_) => format!("no earlier successful `{tool}`"),
+            },
+            Pre::MinClientMessages(n) => match facts.messages() {
+                None => "messages absent".into(),
+                Some(ms) => {
+                    let verb = if ms.client_count_at_least(*n) {
+                        "at least"
+                    } else {
+                        "fewer than"
+                    };
+                    format!("{verb} {n} client messages")
+                }
+            },
+            Pre::CalledWithin { tool, turns } => match facts.called() {
+                None => "called absent".into(),
+                Some(c) => match c.succeeded_within(tool, *turns) {
+                    Truth::True => format!("`{tool}` succeeded within the last {turns} turns"),
+                    Truth::False => {
+                        format!("no successful `{tool}` within the last {turns} turns")
+                    }
+                    Truth::Unknown(_) => format!(
+                        "an earlier successful `{tool}` has no `turns_ago`, so its age is unknown"
+                    ),
+                },
+            },
+        }
     }
 }
 
@@ -324,6 +426,7 @@ mod tests {
             ParamKind::Word => "phone",
             ParamKind::Tool => "a",
             ParamKind::MediaKinds => "[image]",
+            ParamKind::Turns => "2",
         }
     }
 
@@ -331,7 +434,7 @@ mod tests {
     fn value(kind: ParamKind) -> CallValue {
         match kind {
             ParamKind::Window => CallValue::Number(3.0),
-            ParamKind::Count => CallValue::Number(2.0),
+            ParamKind::Count | ParamKind::Turns => CallValue::Number(2.0),
             ParamKind::Word => CallValue::Name("phone".into()),
             ParamKind::Tool => CallValue::Name("a".into()),
             ParamKind::MediaKinds => CallValue::List(vec![toolgate_lang::ast::Spanned {
@@ -393,10 +496,12 @@ mod tests {
     #[test]
     fn a_required_parameter_left_out_is_an_error_and_an_optional_one_is_not() {
         for b in BUILTINS {
-            let required = b
-                .params
-                .iter()
-                .find(|p| matches!(p.kind, ParamKind::Count | ParamKind::Word | ParamKind::Tool));
+            let required = b.params.iter().find(|p| {
+                matches!(
+                    p.kind,
+                    ParamKind::Count | ParamKind::Word | ParamKind::Tool | ParamKind::Turns
+                )
+            });
             let errs = errors(&format!("{}()", b.name));
             match required {
                 Some(p) => assert_eq!(errs, vec![format!("`{}` needs {}", b.name, p.what)]),

@@ -50,7 +50,7 @@ impl Truth {
         }
     }
 
-    fn from_bool(b: bool) -> Self {
+    pub(crate) fn from_bool(b: bool) -> Self {
         if b {
             Truth::True
         } else {
@@ -78,15 +78,8 @@ pub(crate) enum Cond {
         op: CmpOp,
         bound: f64,
     },
-    // The built-in preconditions, one variant per entry of `crate::builtins::BUILTINS`; their
-    // `explain` texts are in `crate::builtins::explain`.
-    ClientSentMedia {
-        within: usize,
-        kinds: Box<[Box<str>]>,
-    },
-    FieldFilled(Box<str>),
-    CalledBefore(Box<str>),
-    MinClientMessages(u64),
+    /// A built-in precondition (`crate::builtins`), which reads only the standard facts.
+    Builtin(crate::builtins::Pre),
 }
 
 /// Where a path starts, resolved at compile time.
@@ -199,24 +192,7 @@ impl Cond {
                 },
                 _ => Truth::False,
             },
-            Cond::ClientSentMedia { within, kinds } => match env.facts.messages() {
-                None => Truth::Unknown(ABSENT),
-                Some(ms) => Truth::from_bool(ms.client_sent_media(*within, kinds)),
-            },
-            Cond::FieldFilled(name) => match env.facts.fields() {
-                None => Truth::Unknown(ABSENT),
-                Some(fields) => {
-                    Truth::from_bool(fields.get(&**name).is_some_and(crate::filled::is_filled))
-                }
-            },
-            Cond::CalledBefore(tool) => match env.facts.called() {
-                None => Truth::Unknown(ABSENT),
-                Some(called) => Truth::from_bool(called.succeeded(tool)),
-            },
-            Cond::MinClientMessages(n) => match env.facts.messages() {
-                None => Truth::Unknown(ABSENT),
-                Some(ms) => Truth::from_bool(ms.client_count_at_least(*n)),
-            },
+            Cond::Builtin(pre) => pre.eval(env.facts),
         }
     }
 
@@ -281,11 +257,7 @@ impl Cond {
             Cond::Not(inner) => inner.reads_args(),
             Cond::Test(path, _) | Cond::SamePath(path, _) => path.root == Root::Args,
             Cond::ArgNumber { .. } => true,
-            Cond::Const(_)
-            | Cond::ClientSentMedia { .. }
-            | Cond::FieldFilled(_)
-            | Cond::CalledBefore(_)
-            | Cond::MinClientMessages(_) => false,
+            Cond::Const(_) | Cond::Builtin(_) => false,
         }
     }
 
@@ -297,12 +269,7 @@ impl Cond {
             Cond::Not(inner) => inner.tests_hosts(),
             Cond::Test(_, t) => matches!(t, Test::InHosts(_)),
             Cond::SamePath(_, tests) => tests.iter().any(|t| matches!(t, Test::InHosts(_))),
-            Cond::Const(_)
-            | Cond::ArgNumber { .. }
-            | Cond::ClientSentMedia { .. }
-            | Cond::FieldFilled(_)
-            | Cond::CalledBefore(_)
-            | Cond::MinClientMessages(_) => false,
+            Cond::Const(_) | Cond::ArgNumber { .. } | Cond::Builtin(_) => false,
         }
     }
 

@@ -23,8 +23,7 @@ use crate::view::{CallLike, FactsRef, LatchedRef, RequestView};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// How many argument-free rules are remembered per batch (the rest are evaluated per call).
-pub(crate) const MEMO_SLOTS: usize = 32;
+use crate::limits::MEMO_SLOTS;
 
 /// The per-batch results of rules that read no call arguments: their value is the same for
 /// every call, so "the client sent a photo" is computed once however many payouts the batch

@@ -205,10 +205,7 @@ impl Policy {
                     out.push(self.describe_test(&path, &t, env));
                 }
             }
-            Cond::ClientSentMedia { .. }
-            | Cond::FieldFilled(_)
-            | Cond::CalledBefore(_)
-            | Cond::MinClientMessages(_) => out.push(crate::builtins::explain(cond, env.facts)),
+            Cond::Builtin(pre) => out.push(pre.explain(env.facts)),
         }
     }
 

@@ -12,7 +12,9 @@
 use crate::request::repeated_id;
 use crate::schema as key;
 use crate::strict_json::ValueSeed;
-use crate::view::{from_client, CallView, FactsView, LatchedView, MessageTable, RequestView};
+use crate::view::{
+    from_client, CallView, CalledView, FactsView, LatchedView, MessageTable, RequestView,
+};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -322,8 +324,8 @@ impl<'de> Visitor<'de> for MediaSeed<'_, 'de> {
     }
 }
 
-/// `called`: an array of `{tool, ok?}` objects.
-struct Called<'a>(Vec<(Cow<'a, str>, bool)>);
+/// `called`: an array of `{tool, ok?, turns_ago?}` objects.
+struct Called<'a>(Vec<CalledView<'a>>);
 
 impl<'de> Deserialize<'de> for Called<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -335,8 +337,8 @@ impl<'de> Deserialize<'de> for Called<'de> {
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 let mut out = Vec::new();
-                while let Some(entry) = seq.next_element::<CalledEntry<'de>>()? {
-                    out.push((entry.tool, entry.ok));
+                while let Some(entry) = seq.next_element::<CalledView<'de>>()? {
+                    out.push(entry);
                 }
                 Ok(Called(out))
             }
@@ -345,34 +347,31 @@ impl<'de> Deserialize<'de> for Called<'de> {
     }
 }
 
-struct CalledEntry<'a> {
-    tool: Cow<'a, str>,
-    ok: bool,
-}
-
-impl<'de> Deserialize<'de> for CalledEntry<'de> {
+impl<'de> Deserialize<'de> for CalledView<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct EntryVisitor;
         impl<'de> Visitor<'de> for EntryVisitor {
-            type Value = CalledEntry<'de>;
+            type Value = CalledView<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("an earlier call object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let (mut tool, mut ok) = (None, false);
+                let (mut tool, mut ok, mut turns_ago) = (None, false, None);
                 let mut seen = SeenKeys::default();
                 while let Some(key) = next_key(&mut map, &mut seen)? {
                     match &*key.0 {
                         key::TOOL => tool = Some(map.next_value::<Str<'de>>()?.0),
                         key::OK => ok = map.next_value::<Option<bool>>()?.unwrap_or(false),
+                        key::TURNS_AGO => turns_ago = map.next_value::<Option<u64>>()?,
                         _ => {
                             map.next_value::<Skip>()?;
                         }
                     }
                 }
-                Ok(CalledEntry {
+                Ok(CalledView {
                     tool: tool.ok_or_else(invalid)?,
                     ok,
+                    turns_ago,
                 })
             }
         }

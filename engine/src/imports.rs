@@ -41,8 +41,7 @@ pub fn stdlib_module(name: &str) -> Option<&'static str> {
     STDLIB.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
 }
 
-/// How deeply modules may import modules; deeper chains are refused.
-pub const MAX_IMPORT_DEPTH: usize = 8;
+use crate::limits::MAX_IMPORT_DEPTH;
 
 /// What a `use` asks for, as handed to a resolver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,12 +189,12 @@ impl Expander<'_> {
         }
         self.seen.insert(key);
         self.total_bytes += module.text.len();
-        if self.total_bytes > crate::compile::MAX_SOURCE_BYTES {
+        if self.total_bytes > crate::limits::MAX_SOURCE_BYTES {
             self.diags.push(Diagnostic::error(
                 u.span,
                 format!(
                     "the policy and its imports are larger than {} MiB",
-                    crate::compile::MAX_SOURCE_BYTES >> 20
+                    crate::limits::MAX_SOURCE_BYTES >> 20
                 ),
             ));
             return Vec::new();

@@ -227,9 +227,12 @@ pub(crate) fn attach_inline(policy: &mut Policy, ast: &ast::Policy) -> Result<()
     if !ast.items.iter().any(|i| matches!(i, Item::Invariant(_))) {
         return Ok(());
     }
-    let invariants = build(policy, policy.source.clone(), &ast.items, false)?;
-    policy.warnings.extend(invariants.warnings.iter().cloned());
-    policy.invariants = invariants;
+    let invariants = build(policy, policy.cold.source.clone(), &ast.items, false)?;
+    policy
+        .cold
+        .warnings
+        .extend(invariants.warnings.iter().cloned());
+    policy.cold.invariants = invariants;
     Ok(())
 }
 

@@ -35,9 +35,11 @@ mod hot_swap;
 mod ids;
 mod imports;
 mod invariant;
+mod limits;
 mod lint;
 mod name_table;
 mod offer;
+mod pipeline;
 mod policy;
 mod refusal;
 mod request;
@@ -53,16 +55,14 @@ mod view;
 mod words;
 
 pub use builtins::{clamp_window, DEFAULT_WINDOW, MAX_WINDOW};
-pub use compile::MAX_SOURCE_BYTES;
 pub use decide::{ReadRequest, Verdict};
 pub use error::{CompileError, RequestError};
 pub use explain::{CallExplanation, Step};
 pub use hot_swap::{DuplicateModule, PolicySet, PolicyStore};
 pub use ids::MAX_LATCHES;
-pub use imports::{
-    resolve_stdlib, stdlib_module, ImportTarget, ModuleText, MAX_IMPORT_DEPTH, STDLIB,
-};
+pub use imports::{resolve_stdlib, stdlib_module, ImportTarget, ModuleText, STDLIB};
 pub use invariant::{Applies, Invariants, Violation};
+pub use limits::{MAX_IMPORT_DEPTH, MAX_SOURCE_BYTES};
 pub use offer::{DisabledTool, Offer, OfferRequest, ToolDef, WithheldReason, WithheldTool};
 pub use policy::Policy;
 pub use request::{Call, CalledTool, Facts, Latched, Message, Request};

@@ -33,11 +33,19 @@ pub struct Policy {
     /// Top-level keys of the custom facts some rule reads; the JSON reader skips the rest.
     pub(crate) custom_facts: Box<[Box<str>]>,
     pub(crate) fixed: FixedRefusals,
+    /// What judging never reads, behind one pointer so the tables above stay together.
+    pub(crate) cold: Box<Cold>,
+}
+
+/// The parts of a compiled policy that judging never reads: for tooling (`toolgate test`,
+/// `fmt`, the prover, diagnostics), kept off the hot tables.
+#[derive(Debug)]
+pub(crate) struct Cold {
     pub(crate) warnings: Vec<Diagnostic>,
     pub(crate) source: SourceFile,
     /// The syntax tree compiled, with every `use` replaced by what it imports.
     pub(crate) syntax: toolgate_lang::ast::Policy,
-    /// The invariants written in the policy itself; never read by `decide`.
+    /// The invariants written in the policy itself.
     pub(crate) invariants: crate::invariant::Invariants,
 }
 
@@ -92,7 +100,7 @@ pub(crate) struct RuleInfo {
     pub(crate) requirement: Arc<str>,
     /// The rule's slot in the per-batch memo, when its condition reads no call arguments
     /// (so one evaluation serves every call of the batch). `None` for rules that read
-    /// arguments, and past the memo's [`crate::decide::MEMO_SLOTS`] slots.
+    /// arguments, and past the memo's [`crate::limits::MEMO_SLOTS`] slots.
     pub(crate) memo: Option<u8>,
 }
 
@@ -119,25 +127,25 @@ impl Policy {
 
     /// Warnings found while compiling (the policy compiled regardless).
     pub fn warnings(&self) -> &[Diagnostic] {
-        &self.warnings
+        &self.cold.warnings
     }
 
     /// The invariants written inside the policy (`invariant NAME { never allow .. }`).
     /// Decisions never read them; `toolgate test` and `toolgate-prove` check them.
     pub fn invariants(&self) -> &crate::invariant::Invariants {
-        &self.invariants
+        &self.cold.invariants
     }
 
     /// The source the policy was compiled from: the policy's own text, then the text of each
     /// module it imports ([`SourceFile::own_text`] is the policy alone).
     pub fn source(&self) -> &SourceFile {
-        &self.source
+        &self.cold.source
     }
 
     /// The syntax tree the policy was compiled from, with every `use` replaced by the
     /// declarations it imports (their spans point into the modules' parts of [`Policy::source`]).
     pub fn syntax(&self) -> &toolgate_lang::ast::Policy {
-        &self.syntax
+        &self.cold.syntax
     }
 
     /// Names of the classified tools with their classes, in id order.

@@ -102,6 +102,9 @@ pub struct CalledTool {
     pub tool: String,
     /// Whether it succeeded.
     pub ok: bool,
+    /// How many user turns ago it ran (0: the current turn), when the executor knows.
+    /// `called_within` needs it; a call without it never counts as recent.
+    pub turns_ago: Option<u64>,
 }
 
 /// One tool call the model asked for.
@@ -379,7 +382,21 @@ impl CalledTool {
                 ))
             }
         };
-        Ok(CalledTool { tool, ok })
+        let turns_ago = match m.remove(key::TURNS_AGO) {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64(),
+            Some(v) => {
+                return Err(schema(
+                    &format!("{at}.turns_ago"),
+                    format!("expected a whole number 0 or more, found {}", describe(&v)),
+                ))
+            }
+        };
+        Ok(CalledTool {
+            tool,
+            ok,
+            turns_ago,
+        })
     }
 }
 
@@ -595,10 +612,13 @@ impl Request {
             let arr = cs
                 .iter()
                 .map(|c| {
-                    object([
-                        (key::TOOL, Value::from(c.tool.clone())),
-                        (key::OK, Value::from(c.ok)),
-                    ])
+                    let mut entry = serde_json::Map::new();
+                    entry.insert(key::TOOL.into(), Value::from(c.tool.clone()));
+                    entry.insert(key::OK.into(), Value::from(c.ok));
+                    if let Some(ago) = c.turns_ago {
+                        entry.insert(key::TURNS_AGO.into(), Value::from(ago));
+                    }
+                    Value::Object(entry)
                 })
                 .collect();
             facts.insert(key::CALLED.into(), Value::Array(arr));

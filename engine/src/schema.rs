@@ -48,6 +48,8 @@ pub const MEDIA: &str = "media";
 pub const TOOL: &str = "tool";
 /// Whether an earlier call succeeded.
 pub const OK: &str = "ok";
+/// How many user turns ago an earlier call ran: 0 is the current turn.
+pub const TURNS_AGO: &str = "turns_ago";
 /// A call's id, echoed in its decision.
 pub const ID: &str = "id";
 /// A call's arguments.

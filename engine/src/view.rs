@@ -5,6 +5,7 @@
 //! (`fast_json`). Each view is a two-armed enum: a branch per access, no allocation, no
 //! dynamic dispatch.
 
+use crate::cond::{Truth, INVALID};
 use crate::request::{Call, CalledTool, Facts, Latched, Message, Request};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -33,7 +34,7 @@ pub(crate) struct FactsView<'a> {
     pub(crate) latched: LatchedView<'a>,
     pub(crate) messages: Option<MessageTable<'a>>,
     pub(crate) fields: Option<Map<String, Value>>,
-    pub(crate) called: Option<Vec<(Cow<'a, str>, bool)>>,
+    pub(crate) called: Option<Vec<CalledView<'a>>>,
     /// Custom facts the policy reads, in document order (a later duplicate wins).
     pub(crate) other: Vec<(Cow<'a, str>, Value)>,
 }
@@ -144,7 +145,15 @@ pub(crate) enum LatchedRef<'a> {
 #[derive(Clone, Copy)]
 pub(crate) enum CalledRef<'a> {
     Owned(&'a [CalledTool]),
-    Borrowed(&'a [(Cow<'a, str>, bool)]),
+    Borrowed(&'a [CalledView<'a>]),
+}
+
+/// One earlier call as the one-pass reader borrowed it.
+#[derive(Debug)]
+pub(crate) struct CalledView<'a> {
+    pub(crate) tool: Cow<'a, str>,
+    pub(crate) ok: bool,
+    pub(crate) turns_ago: Option<u64>,
 }
 
 impl<'a> From<&'a Request> for FactsRef<'a> {
@@ -295,7 +304,34 @@ impl CalledRef<'_> {
     pub(crate) fn succeeded(self, tool: &str) -> bool {
         match self {
             CalledRef::Owned(cs) => cs.iter().any(|c| c.ok && c.tool == tool),
-            CalledRef::Borrowed(cs) => cs.iter().any(|(t, ok)| *ok && t == tool),
+            CalledRef::Borrowed(cs) => cs.iter().any(|c| c.ok && c.tool == tool),
+        }
+    }
+
+    /// Whether `tool` succeeded fewer than `turns` turns ago (`turns_ago` 0 is this turn).
+    /// A successful call without `turns_ago` cannot show its age: unless another one proves
+    /// the call recent, the answer is unknown as invalid, not absent, so it denies even
+    /// under `on_missing allow` and under a `not`.
+    pub(crate) fn succeeded_within(self, tool: &str, turns: u64) -> Truth {
+        let mut undated = false;
+        let mut each = |ok: bool, name: &str, ago: Option<u64>| {
+            if ok && name == tool {
+                match ago {
+                    Some(a) if a < turns => return true,
+                    None => undated = true,
+                    Some(_) => {}
+                }
+            }
+            false
+        };
+        let recent = match self {
+            CalledRef::Owned(cs) => cs.iter().any(|c| each(c.ok, &c.tool, c.turns_ago)),
+            CalledRef::Borrowed(cs) => cs.iter().any(|c| each(c.ok, &c.tool, c.turns_ago)),
+        };
+        match (recent, undated) {
+            (true, _) => Truth::True,
+            (false, true) => Truth::Unknown(INVALID),
+            (false, false) => Truth::False,
         }
     }
 }

@@ -23,8 +23,10 @@ pub struct Guide {
     pub windows: Vec<usize>,
     /// Media kinds named anywhere.
     pub kinds: Vec<String>,
-    /// Tools named by `called_before`.
+    /// Tools named by `called_before` and `called_within`.
     pub called: Vec<String>,
+    /// Turn bounds of `called_within`.
+    pub turns: Vec<u64>,
     /// Regexes used with `matches` on each `args.` path, for matching strings and near misses.
     pub arg_regexes: BTreeMap<Vec<Seg>, Vec<String>>,
     /// Regexes used with `matches` on each custom `facts.` path.
@@ -85,6 +87,8 @@ impl Guide {
         g.kinds.dedup();
         g.called.sort();
         g.called.dedup();
+        g.turns.sort_unstable();
+        g.turns.dedup();
         g
     }
 
@@ -182,6 +186,7 @@ impl Guide {
                 Guidance::MediaKinds => given.into_iter().for_each(|v| words(v, &mut self.kinds)),
                 Guidance::Field => given.into_iter().for_each(|v| words(v, &mut self.fields)),
                 Guidance::Tool => given.into_iter().for_each(|v| words(v, &mut self.called)),
+                Guidance::Turns => self.turns.extend(given.and_then(number).map(|n| n as u64)),
             }
         }
     }

@@ -282,7 +282,7 @@ struct Case {
     args: Vec<Option<Value>>,
     messages: Option<Vec<Message>>,
     fields: Option<Vec<Option<Value>>>,
-    called: Option<Vec<(String, bool)>>,
+    called: Option<Vec<(String, bool, Option<u64>)>>,
     facts: Vec<Option<Value>>,
 }
 
@@ -360,9 +360,10 @@ fn fill(base: &Request, call: usize, case: &Case, guide: &Guide) -> Request {
     });
     facts.called = case.called.as_ref().map(|cs| {
         cs.iter()
-            .map(|(tool, ok)| CalledTool {
+            .map(|(tool, ok, turns_ago)| CalledTool {
                 tool: tool.clone(),
                 ok: *ok,
+                turns_ago: *turns_ago,
             })
             .collect()
     });
@@ -547,9 +548,19 @@ fn case_strategy(guide: &Guide, points: usize) -> BoxedStrategy<Case> {
     ];
     let mut called_tools = guide.called.clone();
     called_tools.push("some_other_tool".into());
+    // Ages at, just inside and just outside each `called_within` bound, and undated.
+    let mut ages: Vec<Option<u64>> = vec![None, Some(0)];
+    for &t in &guide.turns {
+        ages.extend([Some(t.saturating_sub(1)), Some(t), Some(t + 1)]);
+    }
+    let entry = (
+        prop::sample::select(called_tools),
+        any::<bool>(),
+        prop::sample::select(ages),
+    );
     let called = prop_oneof![
         1 => Just(None),
-        3 => prop::collection::vec((prop::sample::select(called_tools), any::<bool>()), 0..=3).prop_map(Some),
+        3 => prop::collection::vec(entry, 0..=3).prop_map(Some),
     ];
     (0..points.max(1), args, messages, fields, called, facts)
         .prop_map(|(point, args, messages, fields, called, facts)| Case {

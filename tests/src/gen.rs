@@ -631,6 +631,14 @@ fn builtin() -> impl Strategy<Value = Cond> {
         prop_oneof![Just("phone"), Just("\"email\"")].prop_map(|f| format!("field_filled({f})")),
         (0..TOOLS.len()).prop_map(|t| format!("called_before({})", tool_text(t))),
         (0u32..4).prop_map(|n| format!("min_client_messages(n: {n})").replace("n: ", "")),
+        (0..TOOLS.len(), 1u32..4, any::<bool>()).prop_map(|(t, n, labelled)| {
+            let turns = if labelled {
+                format!("turns: {n}")
+            } else {
+                n.to_string()
+            };
+            format!("called_within({}, {turns})", tool_text(t))
+        }),
     ]
     .prop_map(Cond::Call)
 }
@@ -878,14 +886,19 @@ fn only_classified(
     (classes, stages, latches, rules)
 }
 
-/// The tools (indexes into [`TOOLS`]) that `called_before` calls in `c` name.
+/// The tools (indexes into [`TOOLS`]) that `called_before` and `called_within` calls in `c`
+/// name.
 fn called_before_tools(c: &Cond, out: &mut Vec<usize>) {
     match c {
         Cond::Call(text) => {
-            if let Some(arg) = text
+            let arg = text
                 .strip_prefix("called_before(")
                 .and_then(|t| t.strip_suffix(')'))
-            {
+                .or_else(|| {
+                    text.strip_prefix("called_within(")
+                        .and_then(|t| t.split(',').next())
+                });
+            if let Some(arg) = arg {
                 out.extend((0..TOOLS.len()).filter(|&i| tool_text(i) == arg));
             }
         }
@@ -1028,15 +1041,22 @@ fn facts() -> impl Strategy<Value = Value> {
         (
             (0..TOOLS.len()).prop_map(|t| TOOLS[t]),
             prop::option::of(any::<bool>()),
+            prop::option::of(0u64..5),
         ),
         0..3,
     )
     .prop_map(|cs| {
         Value::Array(
             cs.into_iter()
-                .map(|(t, ok)| match ok {
-                    Some(ok) => json!({"tool": t, "ok": ok}),
-                    None => json!({"tool": t}),
+                .map(|(t, ok, ago)| {
+                    let mut entry = json!({"tool": t});
+                    if let Some(ok) = ok {
+                        entry["ok"] = json!(ok);
+                    }
+                    if let Some(ago) = ago {
+                        entry["turns_ago"] = json!(ago);
+                    }
+                    entry
                 })
                 .collect(),
         )

@@ -664,6 +664,40 @@ impl Ctx<'_> {
                         && e.get("ok") == Some(&Value::Bool(true))
                 }))
             }
+            "called_within" => {
+                let Some(called) = self.standard_fact("called").and_then(Value::as_array) else {
+                    return ABSENT;
+                };
+                let tool =
+                    name_of(arg("tool", 0).or_else(|| c.args.first().map(|a| &a.value.node)));
+                let turns = match arg("turns", 1).or_else(|| c.args.get(1).map(|a| &a.value.node)) {
+                    Some(CallValue::Number(n)) => *n as u64,
+                    _ => return INVALID,
+                };
+                // Successful calls of the tool; recent if one is dated under the bound,
+                // invalid if none is but one is undated (docs/language.md).
+                let ok: Vec<&Value> = called
+                    .iter()
+                    .filter(|e| {
+                        e.get("tool").and_then(Value::as_str) == Some(tool.as_str())
+                            && e.get("ok") == Some(&Value::Bool(true))
+                    })
+                    .collect();
+                if ok.iter().any(|e| {
+                    e.get("turns_ago")
+                        .and_then(Value::as_u64)
+                        .is_some_and(|a| a < turns)
+                }) {
+                    truth(true)
+                } else if ok
+                    .iter()
+                    .any(|e| e.get("turns_ago").is_none_or(Value::is_null))
+                {
+                    INVALID
+                } else {
+                    truth(false)
+                }
+            }
             _ => INVALID,
         }
     }

@@ -394,3 +394,34 @@ fn example_tests_pass_and_report_readable_diffs() {
         .unwrap_err();
     assert_eq!(e.path, "cases[0].expect[0].kind");
 }
+
+/// The search is guided by `called_within`'s bound: a policy that accepts a call three turns
+/// old, against an invariant that wants two, is caught with a replayable counterexample whose
+/// `turns_ago` sits between the two.
+#[test]
+fn a_called_within_bound_looser_than_the_invariant_is_caught() {
+    let policy = compile(
+        "module fresh\nwrite payout\nread verify_identity\nstage pay { tools [payout, verify_identity] }\n\
+         rule fresh_identity for payout { require called_within(verify_identity, turns: 3) }\n",
+    );
+    let inv = "invariants for fresh\ninvariant recent_check {\n  never allow payout unless called_within(verify_identity, turns: 2) or fail_open\n}\n";
+    let results = check_policy(&policy, Some(("inv.gate", inv)), &CONFIG).unwrap();
+    let cx = result(&results, "recent_check")
+        .counterexample
+        .as_ref()
+        .unwrap_or_else(|| panic!("not caught: {results:?}"));
+    let json = cx.request_json();
+    assert!(
+        policy.decide_json(&json).unwrap().decisions[cx.call].allow,
+        "{json}"
+    );
+    let request: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(request["facts"]["called"][0]["turns_ago"], 2, "{json}");
+    // With the bound the invariant asks for, nothing is found.
+    let fixed = compile(
+        "module fresh\nwrite payout\nread verify_identity\nstage pay { tools [payout, verify_identity] }\n\
+         rule fresh_identity for payout { require called_within(verify_identity, turns: 2) }\n",
+    );
+    let results = check_policy(&fixed, Some(("inv.gate", inv)), &CONFIG).unwrap();
+    assert!(result(&results, "recent_check").passed(), "{results:?}");
+}

@@ -455,3 +455,152 @@ fn a_later_failing_precondition_wins_over_an_earlier_fail_open() {
     assert_allowed(&d);
     assert!(d.fail_open, "the phone rule failed open: {d:?}");
 }
+
+// ---- called_within -----------------------------------------------------------------------
+
+/// A payout that needs an identity check in this turn or the one before.
+fn fresh_check() -> Policy {
+    compile(
+        "module fresh\nwrite payout\nread verify_identity\nstage pay { tools [payout, verify_identity] }\n\
+         rule fresh_identity for payout { require called_within(verify_identity, turns: 2) }\n",
+    )
+}
+
+fn payout_with(called: Value) -> toolgate_engine::Decision {
+    decide_one(
+        &fresh_check(),
+        json!({"stage": "pay", "called": called}),
+        "payout",
+        json!({}),
+    )
+}
+
+#[test]
+fn called_within_counts_only_ok_calls_younger_than_the_bound() {
+    for (called, want) in [
+        (
+            json!([{"tool": "verify_identity", "ok": true, "turns_ago": 0}]),
+            true,
+        ),
+        (
+            json!([{"tool": "verify_identity", "ok": true, "turns_ago": 1}]),
+            true,
+        ),
+        (
+            json!([{"tool": "verify_identity", "ok": true, "turns_ago": 2}]),
+            false,
+        ),
+        (
+            json!([{"tool": "verify_identity", "ok": false, "turns_ago": 0}]),
+            false,
+        ),
+        (json!([{"tool": "verify_identity", "turns_ago": 0}]), false),
+        (
+            json!([{"tool": "lookup", "ok": true, "turns_ago": 0}]),
+            false,
+        ),
+        (
+            json!([{"tool": "verify_identity", "ok": true, "turns_ago": 7},
+                   {"tool": "verify_identity", "ok": true, "turns_ago": 1}]),
+            true,
+        ),
+        (json!([]), false),
+    ] {
+        let d = payout_with(called.clone());
+        assert_eq!(d.allow, want, "called = {called}: {d:?}");
+        if !want {
+            assert_denied_by(&d, DenyKind::Precondition, "fresh_identity");
+            assert!(
+                d.reason
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains("within the last 2 turns"),
+                "{d:?}"
+            );
+        }
+    }
+}
+
+/// An ok call with no `turns_ago` cannot show its age: it denies even where absent facts
+/// would fail open, and under `not`.
+#[test]
+fn an_undated_call_never_counts_as_recent_even_failing_open_or_negated() {
+    let open = compile(
+        "module fresh\nwrite payout\nread verify_identity\nstage pay { tools [payout, verify_identity] }\n\
+         rule fresh_identity for payout {\n  require called_within(verify_identity, turns: 2)\n  on_missing allow\n}\n",
+    );
+    let undated = json!([{"tool": "verify_identity", "ok": true}]);
+    let d = decide_one(
+        &open,
+        json!({"stage": "pay", "called": undated}),
+        "payout",
+        json!({}),
+    );
+    assert!(!d.allow, "{d:?}");
+    assert!(!d.fail_open);
+    let negated = compile(
+        "module fresh\nwrite payout\nread verify_identity\nstage pay { tools [payout, verify_identity] }\n\
+         rule not_twice for payout { require not called_within(payout, 1) }\n",
+    );
+    let undated = json!([{"tool": "payout", "ok": true}]);
+    let d = decide_one(
+        &negated,
+        json!({"stage": "pay", "called": undated}),
+        "payout",
+        json!({}),
+    );
+    assert!(
+        !d.allow,
+        "an undated earlier payout let a `not called_within` through: {d:?}"
+    );
+    let dated = json!([{"tool": "payout", "ok": true, "turns_ago": 1}]);
+    let d = decide_one(
+        &negated,
+        json!({"stage": "pay", "called": dated}),
+        "payout",
+        json!({}),
+    );
+    assert_allowed(&d);
+}
+
+#[test]
+fn called_within_fails_open_only_without_called() {
+    let d = decide_one(&fresh_check(), json!({"stage": "pay"}), "payout", json!({}));
+    assert_allowed(&d);
+    assert!(d.fail_open);
+}
+
+#[test]
+fn called_within_refuses_zero_turns_and_an_unclassified_tool() {
+    let errors = |src: &str| match Policy::compile("t.gate", src) {
+        Ok(_) => Vec::new(),
+        Err(e) => e
+            .diagnostics
+            .iter()
+            .map(|d| d.message.clone())
+            .collect::<Vec<_>>(),
+    };
+    let base = "module m\nwrite payout\nstage s { tools [payout] }\n";
+    assert_eq!(
+        errors(&format!(
+            "{base}rule r for payout {{ require called_within(payout, turns: 0) }}\n"
+        )),
+        ["`turns: 0` never holds"]
+    );
+    let unknown = errors(&format!(
+        "{base}rule r for payout {{ require called_within(verify, 2) }}\n"
+    ));
+    assert_eq!(unknown.len(), 1, "{unknown:?}");
+    assert!(unknown[0].contains("verify"), "{unknown:?}");
+}
+
+#[test]
+fn a_bad_turns_ago_is_a_request_error_naming_the_entry() {
+    for bad in [json!(-1), json!(1.5), json!("0"), json!(true)] {
+        let text = json!({"facts": {"stage": "pay", "called": [{"tool": "verify_identity", "ok": true, "turns_ago": bad}]},
+                          "calls": [{"id": "c", "tool": "payout", "args": {}}]})
+        .to_string();
+        let err = fresh_check().decide_json(&text).unwrap_err().to_string();
+        assert!(err.contains("facts.called[0].turns_ago"), "{bad}: {err}");
+    }
+}

@@ -157,9 +157,12 @@ impl<'a> Judge<'a> {
                 state
                     .called
                     .iter()
+                    // The hook's state keeps no turn numbers, so `called_within` sees these
+                    // calls as undated and denies (docs/agents.md).
                     .map(|(tool, ok)| CalledTool {
                         tool: tool.clone(),
                         ok: *ok,
+                        turns_ago: None,
                     })
                     .collect(),
             ),

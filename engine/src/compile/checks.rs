@@ -15,10 +15,11 @@ impl Policy {
     /// probably does not guard what its author meant; a deployment that cannot afford that
     /// refuses the policy instead.
     pub fn deny_warnings(self) -> Result<Policy, CompileError> {
-        if self.warnings.is_empty() {
+        if self.cold.warnings.is_empty() {
             return Ok(self);
         }
         let diagnostics = self
+            .cold
             .warnings
             .iter()
             .cloned()
@@ -29,7 +30,7 @@ impl Policy {
             })
             .collect();
         Err(CompileError {
-            source_file: self.source.clone(),
+            source_file: self.cold.source.clone(),
             diagnostics,
         })
     }

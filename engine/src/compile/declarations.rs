@@ -1,0 +1,507 @@
+//! The policy compiler's passes over the declarations: classes and host lists first, then
+//! stages, latches, rules and vault paths, then the checks that would silently unguard a tool.
+
+use super::*;
+
+impl Compiler {
+    pub(super) fn policy(&mut self, ast: &ast::Policy) -> Option<Parts> {
+        // Pass 1: classes and host lists, which everything else refers to.
+        for item in &ast.items {
+            match item {
+                Item::Class(decl) => self.classify(decl),
+                Item::Hosts(decl) => self.host_list(decl),
+                _ => {}
+            }
+        }
+        let n = self.tools.len();
+        let mut tools: Vec<ToolInfo> = self
+            .tools
+            .iter()
+            .map(|(name, class, _)| ToolInfo {
+                name: name.as_str().into(),
+                class: *class,
+                rules: Box::new([]),
+                sets: 0,
+                blocked_by: 0,
+                detokenise: Box::new([]),
+                // Third-party content can carry identifiers the vault never saw.
+                sanitise_output: *class == ToolClass::Ingest,
+            })
+            .collect();
+        let mut tool_rules: Vec<Vec<RuleId>> = vec![Vec::new(); n];
+        let mut staged = vec![false; n];
+        let mut stage_index: HashMap<String, StageId> = HashMap::new();
+        let mut stage_spans: HashMap<String, Span> = HashMap::new();
+        let mut stages = Vec::new();
+        let mut latches: Vec<LatchInfo> = Vec::new();
+        let mut latch_spans: HashMap<String, Span> = HashMap::new();
+        let mut rules: Vec<RuleInfo> = Vec::new();
+        let mut rule_spans: HashMap<String, Span> = HashMap::new();
+        let mut detokenise_spans: HashMap<ToolId, Span> = HashMap::new();
+        // Per rule: true when it fails open without the author having said `on_missing allow`.
+        let mut open_by_default: Vec<bool> = Vec::new();
+
+        // Pass 2: stages, latches and rules in source order.
+        for item in &ast.items {
+            match item {
+                Item::Stage(decl) => {
+                    if let Some(first) = stage_spans.get(&decl.name.name) {
+                        let first = *first;
+                        self.duplicate_name("stage", &decl.name, first);
+                        continue;
+                    }
+                    stage_spans.insert(decl.name.name.clone(), decl.name.span);
+                    let mut set = ToolSet::with_capacity(n);
+                    let mut seen: HashMap<&str, Span> = HashMap::new();
+                    for t in &decl.tools {
+                        if seen.insert(&t.name, t.span).is_some() {
+                            self.warn(
+                                t.span,
+                                format!(
+                                    "tool `{}` is listed twice in stage `{}`",
+                                    t.name, decl.name.name
+                                ),
+                                "list each tool once",
+                            );
+                        }
+                        match self.tool_index.get(&t.name) {
+                            Some(id) => {
+                                set.insert(*id);
+                                staged[id.index()] = true;
+                            }
+                            None => {
+                                self.unclassified_tool(t, &format!("stage `{}`", decl.name.name))
+                            }
+                        }
+                    }
+                    let name = &decl.name.name;
+                    let whitelist_refusal: Arc<str> = match &decl.refusal {
+                        Some(r) => r.node.as_str().into(),
+                        None => refusal::stage_whitelist(name).into(),
+                    };
+                    let turns_refusal: Arc<str> = match (&decl.refusal, &decl.max_turns) {
+                        (Some(r), _) => r.node.as_str().into(),
+                        (None, Some(m)) => refusal::stage_turns(name, m.node).into(),
+                        (None, None) => whitelist_refusal.clone(),
+                    };
+                    stage_index.insert(name.clone(), StageId(stages.len() as u32));
+                    stages.push(StageInfo {
+                        id: StageId(stages.len() as u32),
+                        name: name.as_str().into(),
+                        tools: set,
+                        max_turns: decl.max_turns.as_ref().map(|m| m.node),
+                        whitelist_refusal,
+                        turns_refusal,
+                    });
+                }
+                Item::Latch(decl) => {
+                    if let Some(first) = latch_spans.get(&decl.name.name) {
+                        let first = *first;
+                        self.duplicate_name("latch", &decl.name, first);
+                        continue;
+                    }
+                    latch_spans.insert(decl.name.name.clone(), decl.name.span);
+                    if latches.len() == MAX_LATCHES {
+                        self.error(
+                            Diagnostic::error(
+                                decl.name.span,
+                                format!("a policy may declare at most {MAX_LATCHES} latches"),
+                            )
+                            .with_help("merge latches that block the same tools"),
+                        );
+                        continue;
+                    }
+                    let bit = 1u64 << latches.len();
+                    if decl.set_by.is_empty() {
+                        self.warn(decl.name.span, format!("latch `{}` has no `set_by`, so it is only ever set by the `latched` fact", decl.name.name), "add `set_by ingest` or name the tools that set it");
+                    }
+                    if decl.blocks.is_empty() {
+                        self.warn(
+                            decl.name.span,
+                            format!("latch `{}` blocks nothing", decl.name.name),
+                            "add `blocks write` or name the tools it blocks",
+                        );
+                    }
+                    let what = format!("latch `{}`", decl.name.name);
+                    for id in self.select(&decl.set_by, &what) {
+                        tools[id.index()].sets |= bit;
+                    }
+                    for id in self.select(&decl.blocks, &what) {
+                        tools[id.index()].blocked_by |= bit;
+                    }
+                    let refusal: Arc<str> = match &decl.refusal {
+                        Some(r) => r.node.as_str().into(),
+                        None => refusal::latch(&decl.name.name).into(),
+                    };
+                    latches.push(LatchInfo {
+                        name: decl.name.name.as_str().into(),
+                        refusal,
+                    });
+                }
+                Item::Rule(decl) => {
+                    if let Some(first) = rule_spans.get(&decl.name.name) {
+                        let first = *first;
+                        self.duplicate_name("rule", &decl.name, first);
+                        continue;
+                    }
+                    rule_spans.insert(decl.name.name.clone(), decl.name.span);
+                    if let Some(rule) = self.rule(decl) {
+                        let id = RuleId(rules.len() as u32);
+                        let what = format!("rule `{}`", decl.name.name);
+                        for t in self.select(&decl.targets, &what) {
+                            if !tool_rules[t.index()].contains(&id) {
+                                tool_rules[t.index()].push(id);
+                            }
+                        }
+                        open_by_default.push(rule.fail_open && decl.on_missing.is_none());
+                        rules.push(rule);
+                    }
+                }
+                Item::Detokenise(decl) => {
+                    let Some(id) = self.tool_index.get(&decl.tool.name).copied() else {
+                        self.unclassified_tool(&decl.tool, "`detokenise`");
+                        continue;
+                    };
+                    if let Some(first) = detokenise_spans.insert(id, decl.tool.span) {
+                        self.duplicate_name("`detokenise` for tool", &decl.tool, first);
+                        continue;
+                    }
+                    let mut permits = Vec::new();
+                    for p in &decl.paths {
+                        if let Some(permit) = self.detokenise_path(p) {
+                            permits.push(permit);
+                        }
+                    }
+                    tools[id.index()].detokenise = permits.into_boxed_slice();
+                }
+                Item::SanitiseOutput(decl) => {
+                    for t in self.select(&decl.targets, "`sanitise_output`") {
+                        tools[t.index()].sanitise_output = true;
+                    }
+                }
+                Item::Class(_) | Item::Hosts(_) | Item::Invariant(_) | Item::Use(_) => {}
+            }
+        }
+
+        for (i, (name, _, span)) in self.tools.clone().iter().enumerate() {
+            if !staged[i] {
+                self.warn(
+                    *span,
+                    format!("tool `{name}` is classified but allowed in no stage"),
+                    "add it to a stage's `tools [..]`, or remove it if the agent no longer has it",
+                );
+            }
+        }
+        self.check_fail_open_guards(&tool_rules, &rules, &open_by_default);
+        for (t, r) in tools.iter_mut().zip(tool_rules) {
+            t.rules = r.into_boxed_slice();
+        }
+        let mut slots = 0..crate::limits::MEMO_SLOTS as u8;
+        for rule in rules
+            .iter_mut()
+            .filter(|r| !r.cond.reads_args() && !r.cond.tests_hosts())
+        {
+            rule.memo = slots.next();
+        }
+        Some(Parts {
+            tool_index: self.tool_index.clone(),
+            tools,
+            stage_index,
+            stages,
+            latches,
+            rules,
+            host_lists: std::mem::take(&mut self.host_lists),
+        })
+    }
+
+    fn duplicate_name(&mut self, what: &str, name: &ast::Ident, first: Span) {
+        self.error(
+            Diagnostic::error(
+                name.span,
+                format!("{what} `{}` is declared twice", name.name),
+            )
+            .with_label("declared again here")
+            .with_note(first, "first declared here")
+            .with_help(format!(
+                "first declared at {}; merge the two or rename one (an imported module's names are declared where it is imported; import single items with `use stdlib::MODULE::NAME`)",
+                self.source.location(first.start)
+            )),
+        );
+    }
+
+    /// Warns about an import whose latches or rules select a class the policy never uses.
+    pub(super) fn check_imports(&mut self, imported: &[Imported]) {
+        for imp in imported {
+            for class in &imp.classes {
+                let any = self.tools.iter().any(|(_, c, _)| c.selected_by(*class));
+                if !any {
+                    let c = class.as_str();
+                    self.warn(
+                        imp.use_span,
+                        format!("`{}` applies to `{c}` tools, but this policy classifies none", imp.shown),
+                        format!("classify the tools it is meant to cover as `{c}`; until then it has no effect"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn classify(&mut self, decl: &ast::ClassDecl) {
+        for t in &decl.tools {
+            if let Some(id) = self.tool_index.get(&t.name) {
+                let (_, class, _) = &self.tools[id.index()];
+                let class = *class;
+                self.error(
+                    Diagnostic::error(t.span, format!("tool `{}` is classified twice", t.name))
+                        .with_label("classified again here")
+                        .with_help(format!(
+                            "it is already `{}`; every tool has exactly one class",
+                            class.as_str()
+                        )),
+                );
+                continue;
+            }
+            if t.name.is_empty() {
+                self.error(Diagnostic::error(t.span, "tool name is empty"));
+                continue;
+            }
+            self.tool_index
+                .insert(t.name.clone(), ToolId(self.tools.len() as u32));
+            self.tools.push((t.name.clone(), decl.class.node, t.span));
+        }
+    }
+
+    pub(super) fn host_list(&mut self, decl: &ast::HostsDecl) {
+        if let Some(first) = self.host_spans.get(&decl.name.name).copied() {
+            self.duplicate_name("host list", &decl.name, first);
+            return;
+        }
+        self.host_spans
+            .insert(decl.name.name.clone(), decl.name.span);
+        if self.host_index.contains_key(&decl.name.name) {
+            self.error(
+                Diagnostic::error(
+                    decl.name.span,
+                    format!("host list `{}` is declared twice", decl.name.name),
+                )
+                .with_help("merge the two lists or rename one"),
+            );
+            return;
+        }
+        let mut schemes = Vec::new();
+        for s in &decl.schemes {
+            let lower = s.node.to_ascii_lowercase();
+            let valid = lower.starts_with(|c: char| c.is_ascii_lowercase())
+                && lower
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c));
+            if !valid {
+                self.error(
+                    Diagnostic::error(s.span, format!("`{}` is not a URL scheme", s.node))
+                        .with_help("write schemes bare, e.g. `schemes [https]`"),
+                );
+                continue;
+            }
+            self.check_scheme(&lower, s.span);
+            schemes.push(lower);
+        }
+        if !decl.schemes_given {
+            schemes.push("https".into());
+        } else if decl.schemes.is_empty() {
+            self.warn(
+                decl.name.span,
+                format!(
+                    "host list `{}` accepts no scheme, so every URL is denied",
+                    decl.name.name
+                ),
+                "add `schemes [https]`",
+            );
+        }
+        let options = strict_url::Options {
+            userinfo: decl.userinfo.as_ref().is_some_and(|o| o.node),
+            idn: decl.idn.as_ref().is_some_and(|o| o.node),
+        };
+        let mut patterns = Vec::new();
+        for e in &decl.entries {
+            match parse_entry(&e.node) {
+                Ok(p) if p.is_idn() && !options.idn => self.error(
+                    Diagnostic::error(
+                        e.span,
+                        format!(
+                            "host entry `{}` is an internationalised name, but list `{}` does not accept them",
+                            e.node, decl.name.name
+                        ),
+                    )
+                    .with_help("add `idn allow` to the list: URL readers map such names differently, so they are refused unless the list opts in"),
+                ),
+                Ok(p) => patterns.push(p),
+                Err(why) => self.error(
+                    Diagnostic::error(e.span, format!("bad host entry `{}`: {why}", e.node))
+                        .with_help(
+                        "write `example.com` for that host only, `.example.com` for its subdomains",
+                    ),
+                ),
+            }
+        }
+        if decl.entries.is_empty() {
+            self.warn(
+                decl.name.span,
+                format!(
+                    "host list `{}` has no entries, so every URL is denied",
+                    decl.name.name
+                ),
+                "add hosts with `allow [\"example.com\"]`",
+            );
+        }
+        self.host_index.insert(
+            decl.name.name.clone(),
+            HostListId(self.host_lists.len() as u32),
+        );
+        self.host_lists
+            .push(HostList::new(&decl.name.name, schemes, patterns, options));
+    }
+
+    /// Only `http` and `https` fetch from the host a list vouches for in the way every client
+    /// agrees on; `file`, `data` and `javascript` URLs never do, so naming them is an error.
+    fn check_scheme(&mut self, scheme: &str, span: Span) {
+        let why = match scheme {
+            "http" | "https" => return,
+            "file" => "a `file` URL reads the executor's own disk, whatever host it names",
+            "data" => "a `data` URL carries its content in the URL itself and names no host",
+            "javascript" => "a `javascript` URL is code, and names no host",
+            _ => {
+                self.warn(
+                    span,
+                    format!("scheme `{scheme}` is not http or https: URL readers and the clients for it may treat its host differently"),
+                    "accept only `http` and `https` unless the tool really fetches this scheme",
+                );
+                return;
+            }
+        };
+        self.error(
+            Diagnostic::error(
+                span,
+                format!("a host list cannot accept scheme `{scheme}`: {why}"),
+            )
+            .with_help("accept only `http` and `https`"),
+        );
+    }
+
+    /// Resolves selectors to tool ids; a tool name that is never classified is an error.
+    pub(super) fn select(&mut self, selectors: &[Selector], what: &str) -> Vec<ToolId> {
+        let mut out = Vec::new();
+        for sel in selectors {
+            match sel {
+                Selector::Class(c) => {
+                    out.extend(
+                        self.tools
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, (_, class, _))| class.selected_by(c.node))
+                            .map(|(i, _)| ToolId(i as u32)),
+                    );
+                }
+                Selector::Tool(t) => match self.tool_index.get(&t.name) {
+                    Some(id) => out.push(*id),
+                    None => self.unclassified_tool(t, what),
+                },
+            }
+        }
+        out
+    }
+
+    fn rule(&mut self, decl: &ast::RuleDecl) -> Option<RuleInfo> {
+        if decl.requires.is_empty() {
+            self.error(
+                Diagnostic::error(
+                    decl.name.span,
+                    format!("rule `{}` has no `require`", decl.name.name),
+                )
+                .with_help("add `require CONDITION`"),
+            );
+            return None;
+        }
+        if decl.targets.is_empty() {
+            self.warn(
+                decl.name.span,
+                format!("rule `{}` applies to no tool", decl.name.name),
+                "name its tools after `for`",
+            );
+        }
+        for e in &decl.requires {
+            self.check_always_true(e, &decl.name.name);
+            self.check_patterns(e, true);
+        }
+        let mut cats = Categories::default();
+        let mut conds = Vec::new();
+        self.in_untargeted_rule = decl.targets.is_empty();
+        for e in &decl.requires {
+            let cond = self.cond(e, &mut cats);
+            conds.push(cond);
+        }
+        self.in_untargeted_rule = false;
+        let conds: Vec<Cond> = conds.into_iter().collect::<Option<_>>()?;
+        let kind = cats.kind();
+        let cond = Cond::all(conds);
+        let fail_open = match &decl.on_missing {
+            Some(m) => m.node == ast::OnMissing::Allow,
+            None => kind == DenyKind::Precondition,
+        };
+        let mut custom = Vec::new();
+        cond.collect_custom_facts(&mut custom);
+        if let (Some(m), Some(first)) = (&decl.on_missing, custom.first()) {
+            if m.node == ast::OnMissing::Allow {
+                self.warn(
+                    m.span,
+                    format!(
+                        "rule `{}` reads custom facts (`facts.{first}`) and fails open: a request that leaves them out is allowed",
+                        decl.name.name
+                    ),
+                    "custom facts come only from the executor, and one that fails to send them should not open the tool; drop the line (rules that read facts fail closed by default)",
+                );
+            }
+        }
+        if fail_open && !cats.reads_facts() {
+            if let Some(m) = &decl.on_missing {
+                self.warn(
+                    m.span,
+                    format!(
+                        "rule `{}` reads no facts, so `on_missing allow` never applies",
+                        decl.name.name
+                    ),
+                    "a missing argument always denies; drop the line",
+                );
+            }
+        }
+        let hosts = refusal::HostLookup {
+            index: &self.host_index,
+            lists: &self.host_lists,
+        };
+        let refusal: Arc<str> = match &decl.refusal {
+            Some(r) => r.node.as_str().into(),
+            None => refusal::rule(&decl.name.name, kind, &decl.requires, &hosts).into(),
+        };
+        let requirement = refusal::requirement(&decl.requires, &hosts);
+        let url_refusals = if cond.tests_hosts() {
+            let custom = decl.refusal.as_ref().map(|r| r.node.as_str());
+            Ambiguity::ALL
+                .iter()
+                .map(|why| {
+                    refusal::ambiguous_url(&decl.name.name, custom, &requirement, *why).into()
+                })
+                .collect()
+        } else {
+            Box::default()
+        };
+        Some(RuleInfo {
+            name: decl.name.name.as_str().into(),
+            kind,
+            cond,
+            fail_open,
+            refusal,
+            url_refusals,
+            requirement: requirement.into(),
+            memo: None,
+        })
+    }
+}
