@@ -4,6 +4,7 @@ import type { Decision, Turn } from '../index';
 
 /** Thrown from a wrapped `execute` for a denied call; the SDK reports it as a `tool-error`. */
 export declare class ToolDenied extends Error {
+  constructor(decision: Decision);
   readonly name: 'ToolDenied';
   readonly decision: Decision;
 }

@@ -4,7 +4,6 @@
 'use strict';
 
 const { load } = require('..');
-
 const { example, COACH_BATCH: request } = require('../test/helpers.js');
 
 const policy = load(example('coach').path);
