@@ -46,7 +46,22 @@ function judgeParts(turn, parts) {
   const calls = parts
     .filter((p) => p.type === 'tool-call' && !p.providerExecuted)
     .map((p) => ({ id: p.toolCallId, tool: p.toolName, args: parseInput(p.input) }));
-  if (calls.length > 0) turn.decide(calls);
+  if (calls.length === 0) return;
+  try {
+    turn.decide(calls);
+  } catch (e) {
+    // A batch that cannot be judged (a call whose input is not a JSON object, say) is refused
+    // whole: the latch pre-scan could not run, so no call of it is known to be safe. The
+    // model reads why and the turn goes on; throwing here would end the generation.
+    for (const call of calls) {
+      turn.decisions.set(call.id, {
+        id: call.id,
+        tool: call.tool,
+        allow: false,
+        reason: `toolgate could not judge this step's tool calls: ${e.message}`,
+      });
+    }
+  }
 }
 
 /** A `LanguageModelV3Middleware` that judges each step's tool calls as one batch. */

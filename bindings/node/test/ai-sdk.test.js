@@ -91,6 +91,26 @@ test('the latch across one step: [grade_attempt, search_aws_docs] refuses the gr
   assert.equal(shown['search_aws_docs-1'].type, 'text');
 });
 
+test('a step the policy cannot judge is refused whole, and the generation goes on', async () => {
+  const base = scriptedModel([]);
+  const turn = new Turn(policy, { stage: 'coach' });
+  const ran = [];
+  let step = 0;
+  base.doGenerate = async () => (step++ === 0
+    ? { content: [toolCall(['lookup_lesson', { id: 'l1' }], 0),
+      { type: 'tool-call', toolCallId: 'bad', toolName: 'lookup_lesson', input: '[1, 2]' }],
+    finishReason: { unified: 'tool-calls', raw: undefined }, usage, warnings: [] }
+    : { content: [{ type: 'text', text: 'ok' }], finishReason: { unified: 'stop', raw: undefined }, usage, warnings: [] });
+  const result = await generateText({
+    model: wrapLanguageModel({ model: base, middleware: toolgateMiddleware(turn) }),
+    tools: guardTools(turn, coachTools(ran)), prompt: 'help', stopWhen: stepCountIs(3),
+  });
+  assert.deepEqual(ran, []);
+  assert.equal(turn.decisions.get('lookup_lesson-0').allow, false);
+  assert.match(turn.decisions.get('lookup_lesson-0').reason, /could not judge/);
+  assert.equal(result.text, 'ok');
+});
+
 test('the latch across steps of a turn holds without the middleware too', async () => {
   const { ran, shown } = await run(
     [[['search_aws_docs', { q: 'lambda' }]], [['grade_attempt', { score: 1 }]], 'ok'], { middleware: false });
