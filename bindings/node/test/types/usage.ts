@@ -1,5 +1,7 @@
 // Type-checks the declarations (index.d.ts, adapters/*.d.ts) against the ways the docs use
 // them and against the real `ai` and MCP SDK types: `tsc -p test/types` must pass.
+// `tsc -p test/types/tsconfig.dts.json` checks the declaration files themselves, which
+// skipLibCheck (needed for the SDKs' own declarations) leaves unchecked here.
 import { compile, load, CompileError, RequestError, Turn, type Decision, type Response } from 'toolgate';
 import { guardTools, toolgateMiddleware, ToolDenied } from 'toolgate/adapters/ai-sdk';
 import { guardClient } from 'toolgate/adapters/mcp';
