@@ -99,6 +99,39 @@ function toolgateMiddleware(turn) {
   };
 }
 
+/** Runs `run` and records in `turn` whether the tool succeeded, for a value, a promise or an
+ * async iterable alike (the SDK's streaming tools yield preliminary results). */
+function recorded(turn, name, run) {
+  let result;
+  try {
+    result = run();
+  } catch (e) {
+    turn.record(name, false);
+    throw e;
+  }
+  if (result != null && typeof result[Symbol.asyncIterator] === 'function') {
+    return (async function* () {
+      let ok = false;
+      try {
+        yield* result;
+        ok = true;
+      } finally {
+        turn.record(name, ok);
+      }
+    })();
+  }
+  return Promise.resolve(result).then(
+    (output) => {
+      turn.record(name, true);
+      return output;
+    },
+    (error) => {
+      turn.record(name, false);
+      throw error;
+    },
+  );
+}
+
 /** Returns a copy of the tool set whose `execute` functions are judged first. */
 function guardTools(turn, tools) {
   const guarded = {};
@@ -110,20 +143,20 @@ function guardTools(turn, tools) {
     const execute = tool.execute;
     guarded[name] = {
       ...tool,
-      async execute(input, options) {
+      // Not an async function: an `execute` may return an async iterable (preliminary
+      // results), which the SDK must receive as it is, not wrapped in a promise.
+      execute(input, options) {
         const id = options && options.toolCallId ? options.toolCallId : `${name}-call`;
         const batch = turn.decisions.get(id);
-        const now = turn.decideOne({ id, tool: name, args: input ?? {} });
-        const decision = batch && !batch.allow ? batch : now;
-        if (!decision.allow) throw new ToolDenied(decision);
-        let ok = false;
+        let now;
         try {
-          const output = await execute.call(tool, input, options);
-          ok = true;
-          return output;
-        } finally {
-          turn.record(name, ok);
+          now = turn.decideOne({ id, tool: name, args: input ?? {} });
+        } catch (e) {
+          return Promise.reject(e); // cannot be judged: refused, and the model reads why
         }
+        const decision = batch && !batch.allow ? batch : now;
+        if (!decision.allow) return Promise.reject(new ToolDenied(decision));
+        return recorded(turn, name, () => execute.call(tool, input, options));
       },
     };
   }

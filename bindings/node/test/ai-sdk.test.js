@@ -118,6 +118,30 @@ test('the latch across steps of a turn holds without the middleware too', async 
   assert.match(shown['grade_attempt-0'].value, /Blocked by design/);
 });
 
+test('a streaming tool (an async iterable execute) is judged and passed through as a stream', async () => {
+  const turn = new Turn(policy, { stage: 'coach' });
+  const tools = guardTools(turn, {
+    lookup_lesson: tool({
+      inputSchema: z.object({}).passthrough(),
+      async *execute() { yield 'part 1'; yield 'lesson text'; },
+    }),
+  });
+  const base = scriptedModel([[['lookup_lesson', { id: 'l1' }]], 'ok']);
+  const result = await generateText({ model: base, tools, prompt: 'p', stopWhen: stepCountIs(3) });
+  assert.equal(shownToModel(base)['lookup_lesson-0'].value, 'lesson text'); // the last yield is the result
+  assert.deepEqual(turn.called, [{ tool: 'lookup_lesson', ok: true }]);
+  assert.equal(result.text, 'ok');
+});
+
+test('a tool that fails is recorded as not ok (called_before needs success)', async () => {
+  const turn = new Turn(policy, { stage: 'coach' });
+  const tools = guardTools(turn, {
+    lookup_lesson: tool({ inputSchema: z.object({}).passthrough(), execute: async () => { throw new Error('down'); } }),
+  });
+  await generateText({ model: scriptedModel([[['lookup_lesson', {}]], 'ok']), tools, prompt: 'p', stopWhen: stepCountIs(3) });
+  assert.deepEqual(turn.called, [{ tool: 'lookup_lesson', ok: false }]);
+});
+
 test('a new Turn (a new user message) resets the latch', async () => {
   await run([[['search_aws_docs', { q: 'lambda' }]], 'ok']);
   const { ran } = await run([[['grade_attempt', { score: 1 }]], 'graded']);
