@@ -27,6 +27,21 @@ function refusal(decision) {
   };
 }
 
+// A call (or batch) the policy cannot judge, such as one whose arguments are not an object,
+// is refused with the reason instead of throwing: the model reads why, as for a denial.
+function judged(turn, calls) {
+  try {
+    return turn.decide(calls);
+  } catch (e) {
+    return calls.map((call) => ({
+      id: call.id,
+      tool: call.tool,
+      allow: false,
+      reason: `toolgate could not judge this call: ${e.message}`,
+    }));
+  }
+}
+
 function toCall(params) {
   return { id: `mcp-${++nextId}`, tool: params.name, args: params.arguments ?? {} };
 }
@@ -46,11 +61,11 @@ function guardClient(client, turn) {
   const guard = {
     /** The SDK's `callTool(params, resultSchema?, options?)`, judged first. */
     async callTool(params, ...rest) {
-      return send(params, turn.decideOne(toCall(params)), rest);
+      return send(params, judged(turn, [toCall(params)])[0], rest);
     },
     /** Judges `batch` together, then sends the allowed calls in order; results in order. */
     async callTools(batch, ...rest) {
-      const decisions = turn.decide(batch.map(toCall));
+      const decisions = judged(turn, batch.map(toCall));
       const results = [];
       for (let i = 0; i < batch.length; i++) results.push(await send(batch[i], decisions[i], rest));
       return results;

@@ -84,3 +84,13 @@ test('the latch across single calls of one turn, and a new turn resets it', asyn
   assert.deepEqual(ran, ['search_aws_docs', 'grade_attempt']);
   await server.close();
 });
+
+test('a call the policy cannot judge is refused with the reason, not thrown', async () => {
+  const { client, server, ran } = await connect();
+  const guarded = guardClient(client, new Turn(policy, { stage: 'coach' }));
+  const result = await guarded.callTool({ name: 'search_aws_docs', arguments: ['not', 'an', 'object'] });
+  assert.equal(result.isError, true);
+  assert.match(result.content[0].text, /could not judge this call: request field `calls\[0\]\.args`/);
+  assert.deepEqual(ran, []);
+  await server.close();
+});
