@@ -1,0 +1,1 @@
+export { Turn } from '../index';

@@ -1,0 +1,178 @@
+'use strict';
+// The Vercel AI SDK adapter against the real `ai` package and its mock model (no network).
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { generateText, streamText, tool, wrapLanguageModel, stepCountIs, simulateReadableStream } = require('ai');
+const { MockLanguageModelV3 } = require('ai/test');
+const { z } = require('zod');
+const { load, Turn } = require('..');
+const { guardTools, toolgateMiddleware } = require('../adapters/ai-sdk.js');
+const { example } = require('./helpers.js');
+
+const policy = load(example('coach').path);
+const usage = {
+  inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
+  outputTokens: { total: 1, text: 1, reasoning: undefined },
+};
+const toolCall = ([tool, args], i) =>
+  ({ type: 'tool-call', toolCallId: `${tool}-${i}`, toolName: tool, input: JSON.stringify(args) });
+
+// A scripted model: step i answers script[i], a list of [tool, args] calls or a final text.
+function scriptedModel(script) {
+  let step = 0;
+  return new MockLanguageModelV3({
+    doGenerate: async () => {
+      const action = script[step++] ?? 'done';
+      return typeof action === 'string'
+        ? { content: [{ type: 'text', text: action }], finishReason: { unified: 'stop', raw: undefined }, usage, warnings: [] }
+        : { content: action.map(toolCall), finishReason: { unified: 'tool-calls', raw: undefined }, usage, warnings: [] };
+    },
+  });
+}
+
+// The coach's tools; `ran` lists the executes that actually ran.
+function coachTools(ran) {
+  const make = (name) => tool({
+    description: name,
+    inputSchema: z.object({}).passthrough(),
+    execute: async (input) => { ran.push(name); return `${name} ok: ${JSON.stringify(input)}`; },
+  });
+  return Object.fromEntries(
+    ['grade_attempt', 'search_aws_docs', 'fetch_vendor_doc', 'lookup_lesson'].map((n) => [n, make(n)]),
+  );
+}
+
+// Every tool result and tool error the model was shown in its later prompts, by call id.
+function shownToModel(model) {
+  const shown = {};
+  for (const call of model.doGenerateCalls) {
+    for (const message of call.prompt) {
+      if (message.role !== 'tool') continue;
+      for (const part of message.content) shown[part.toolCallId] = part.output;
+    }
+  }
+  return shown;
+}
+
+async function run(script, { middleware = true } = {}) {
+  const turn = new Turn(policy, { stage: 'coach' });
+  const ran = [];
+  const base = scriptedModel(script);
+  const model = middleware ? wrapLanguageModel({ model: base, middleware: toolgateMiddleware(turn) }) : base;
+  const result = await generateText({
+    model, tools: guardTools(turn, coachTools(ran)), prompt: 'help me', stopWhen: stepCountIs(5),
+  });
+  return { result, ran, turn, shown: shownToModel(base) };
+}
+
+test('an allowed call runs and its result reaches the model', async () => {
+  const { ran, shown, turn, result } = await run([[['lookup_lesson', { id: 'l1' }]], 'ok']);
+  assert.deepEqual(ran, ['lookup_lesson']);
+  assert.equal(shown['lookup_lesson-0'].type, 'text');
+  assert.match(shown['lookup_lesson-0'].value, /lookup_lesson ok/);
+  assert.deepEqual(turn.called, [{ tool: 'lookup_lesson', ok: true }]);
+  assert.equal(result.text, 'ok');
+});
+
+test('a denied call never runs; the model reads the refusal as the tool error', async () => {
+  const { ran, shown } = await run([[['fetch_vendor_doc', { url: 'https://docs.aws.amazon.com.evil.tld/x' }]], 'sorry']);
+  assert.deepEqual(ran, []);
+  const output = shown['fetch_vendor_doc-0'];
+  assert.equal(output.type, 'error-text');
+  assert.match(output.value, /allowlist `vendor_docs`/);
+});
+
+test('the latch across one step: [grade_attempt, search_aws_docs] refuses the grade', async () => {
+  const { ran, shown, turn } = await run([[['grade_attempt', { score: 1 }], ['search_aws_docs', { q: 'lambda' }]], 'ok']);
+  assert.deepEqual(ran, ['search_aws_docs']);
+  assert.equal(turn.decisions.get('grade_attempt-0').kind, 'latch');
+  assert.equal(shown['grade_attempt-0'].type, 'error-text');
+  assert.match(shown['grade_attempt-0'].value, /Blocked by design/);
+  assert.equal(shown['search_aws_docs-1'].type, 'text');
+});
+
+test('a step the policy cannot judge is refused whole, and the generation goes on', async () => {
+  const base = scriptedModel([]);
+  const turn = new Turn(policy, { stage: 'coach' });
+  const ran = [];
+  let step = 0;
+  base.doGenerate = async () => (step++ === 0
+    ? { content: [toolCall(['lookup_lesson', { id: 'l1' }], 0),
+      { type: 'tool-call', toolCallId: 'bad', toolName: 'lookup_lesson', input: '[1, 2]' }],
+    finishReason: { unified: 'tool-calls', raw: undefined }, usage, warnings: [] }
+    : { content: [{ type: 'text', text: 'ok' }], finishReason: { unified: 'stop', raw: undefined }, usage, warnings: [] });
+  const result = await generateText({
+    model: wrapLanguageModel({ model: base, middleware: toolgateMiddleware(turn) }),
+    tools: guardTools(turn, coachTools(ran)), prompt: 'help', stopWhen: stepCountIs(3),
+  });
+  assert.deepEqual(ran, []);
+  assert.equal(turn.decisions.get('lookup_lesson-0').allow, false);
+  assert.match(turn.decisions.get('lookup_lesson-0').reason, /could not judge/);
+  assert.equal(result.text, 'ok');
+});
+
+test('the latch across steps of a turn holds without the middleware too', async () => {
+  const { ran, shown } = await run(
+    [[['search_aws_docs', { q: 'lambda' }]], [['grade_attempt', { score: 1 }]], 'ok'], { middleware: false });
+  assert.deepEqual(ran, ['search_aws_docs']);
+  assert.match(shown['grade_attempt-0'].value, /Blocked by design/);
+});
+
+test('a streaming tool (an async iterable execute) is judged and passed through as a stream', async () => {
+  const turn = new Turn(policy, { stage: 'coach' });
+  const tools = guardTools(turn, {
+    lookup_lesson: tool({
+      inputSchema: z.object({}).passthrough(),
+      async *execute() { yield 'part 1'; yield 'lesson text'; },
+    }),
+  });
+  const base = scriptedModel([[['lookup_lesson', { id: 'l1' }]], 'ok']);
+  const result = await generateText({ model: base, tools, prompt: 'p', stopWhen: stepCountIs(3) });
+  assert.equal(shownToModel(base)['lookup_lesson-0'].value, 'lesson text'); // the last yield is the result
+  assert.deepEqual(turn.called, [{ tool: 'lookup_lesson', ok: true }]);
+  assert.equal(result.text, 'ok');
+});
+
+test('a tool that fails is recorded as not ok (called_before needs success)', async () => {
+  const turn = new Turn(policy, { stage: 'coach' });
+  const tools = guardTools(turn, {
+    lookup_lesson: tool({ inputSchema: z.object({}).passthrough(), execute: async () => { throw new Error('down'); } }),
+  });
+  await generateText({ model: scriptedModel([[['lookup_lesson', {}]], 'ok']), tools, prompt: 'p', stopWhen: stepCountIs(3) });
+  assert.deepEqual(turn.called, [{ tool: 'lookup_lesson', ok: false }]);
+});
+
+test('a new Turn (a new user message) resets the latch', async () => {
+  await run([[['search_aws_docs', { q: 'lambda' }]], 'ok']);
+  const { ran } = await run([[['grade_attempt', { score: 1 }]], 'graded']);
+  assert.deepEqual(ran, ['grade_attempt']);
+});
+
+test('streamText: the middleware holds the step\'s calls and judges them together', async () => {
+  const turn = new Turn(policy, { stage: 'coach' });
+  const ran = [];
+  let step = 0;
+  const base = new MockLanguageModelV3({
+    doStream: async () => {
+      const chunks = step++ === 0
+        ? [['grade_attempt', { score: 1 }], ['search_aws_docs', { q: 'x' }]].map(toolCall)
+        : [{ type: 'text-start', id: 't' }, { type: 'text-delta', id: 't', delta: 'ok' }, { type: 'text-end', id: 't' }];
+      return {
+        stream: simulateReadableStream({
+          chunks: [{ type: 'stream-start', warnings: [] }, ...chunks,
+            { type: 'finish', finishReason: { unified: step === 1 ? 'tool-calls' : 'stop', raw: undefined }, usage }],
+        }),
+      };
+    },
+  });
+  const result = streamText({
+    model: wrapLanguageModel({ model: base, middleware: toolgateMiddleware(turn) }),
+    tools: guardTools(turn, coachTools(ran)), prompt: 'help', stopWhen: stepCountIs(3),
+  });
+  const errors = [];
+  for await (const part of result.fullStream) if (part.type === 'tool-error') errors.push(part);
+  assert.deepEqual(ran, ['search_aws_docs']);
+  assert.equal(errors.length, 1);
+  assert.equal(errors[0].toolName, 'grade_attempt');
+  assert.match(String(errors[0].error.message), /Blocked by design/);
+});

@@ -1,0 +1,47 @@
+// Type-checks the declarations (index.d.ts, adapters/*.d.ts) against the ways the docs use
+// them and against the real `ai` and MCP SDK types: `tsc -p test/types` must pass.
+// `tsc -p test/types/tsconfig.dts.json` checks the declaration files themselves, which
+// skipLibCheck (needed for the SDKs' own declarations) leaves unchecked here.
+import { compile, load, CompileError, RequestError, Turn, type Decision, type Response } from 'toolgate';
+import { guardTools, toolgateMiddleware, ToolDenied } from 'toolgate/adapters/ai-sdk';
+import { guardClient } from 'toolgate/adapters/mcp';
+import { generateText, tool, wrapLanguageModel } from 'ai';
+import { MockLanguageModelV3 } from 'ai/test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { z } from 'zod';
+
+const policy = compile('module m', 'm.gate');
+const other = load('m.gate');
+const response: Response = policy.decide({ facts: { stage: 's' }, calls: [{ id: 'a', tool: 't', args: {} }] });
+const first: Decision = response.decisions[0];
+const reason: string | undefined = first.reason;
+const fromText: Response = other.decide('{"calls": []}');
+const text: string = policy.decideText({ calls: [] });
+const offered: string[] = policy.offer({ tools: [{ name: 't' }] }).tools.map((t) => t.name);
+const steps = policy.explain({ calls: [] })[0].steps.map((s) => s.check);
+const meta: [string, string, number] = [policy.name, policy.revision, policy.warnings.length];
+
+try {
+  compile('');
+} catch (e) {
+  if (e instanceof CompileError) e.diagnostics.map((d) => [d.line, d.column, d.severity, d.help]);
+  if (e instanceof RequestError) console.log(e.field);
+}
+
+const turn = new Turn(policy, { stage: 's' });
+const decisions: Decision[] = turn.decide([{ id: 'a', tool: 't', args: {} }]);
+turn.record('t', true);
+
+const tools = guardTools(turn, {
+  t: tool({ inputSchema: z.object({ q: z.string() }), execute: async ({ q }) => q }),
+});
+const model = wrapLanguageModel({ model: new MockLanguageModelV3(), middleware: toolgateMiddleware(turn) });
+void generateText({ model, tools, prompt: 'p' });
+const denied = new ToolDenied(first);
+
+const client = guardClient(new Client({ name: 'c', version: '1' }), turn);
+void client.callTool({ name: 't', arguments: {} });
+void client.callTools([{ name: 't', arguments: {} }]);
+void client.listTools();
+
+export { reason, fromText, text, offered, steps, meta, decisions, denied };
