@@ -191,7 +191,15 @@ fn negated(e: &Expr, hosts: &HostLookup<'_>) -> String {
             .collect::<Vec<_>>()
             .join(" and "),
         ExprKind::Predicate(path, pred) => predicate(&path.display(), pred, true, hosts),
-        ExprKind::Call(_) => format!("the opposite of this must hold: {}", describe(e, hosts)),
+        // Every built-in's requirement is one "X must Y" sentence: "X must not Y".
+        ExprKind::Call(_) => {
+            let positive = describe(e, hosts);
+            if positive.contains(" must ") {
+                positive.replacen(" must ", " must not ", 1)
+            } else {
+                format!("the opposite of this must hold: {positive}")
+            }
+        }
     }
 }
 

@@ -105,6 +105,13 @@ try {
 
   mkdirSync(dirname(screenshot), { recursive: true });
   await page.screenshot({ path: screenshot, fullPage: true });
+
+  // 4. `?policy=MODULE` opens a loaded policy's own text (the server serves module `gate`).
+  const other = await browser.newPage();
+  other.on("pageerror", (e) => problems.push("page error: " + e.message));
+  await other.goto(base + "/playground?policy=gate", { waitUntil: "load" });
+  await other.locator("#status.ok", { hasText: "module gate" }).waitFor({ timeout: 15000 });
+  assert.match(await other.$eval("#policy", (t) => t.value), /^module gate\n/);
 } finally {
   await browser.close();
 }

@@ -87,6 +87,20 @@ fn refusals_read_as_sentences_without_regex_or_double_negatives() {
 }
 
 #[test]
+fn a_negated_built_in_reads_as_its_opposite() {
+    let p = compile(
+        "module m\nwrite w\nstage s { tools [w] }\nrule r for w { require not field_filled(phone) }\n",
+    );
+    let request = json!({"facts": {"stage": "s", "fields": {"phone": "0123"}}, "calls": [{"id": "c", "tool": "w", "args": {}}]});
+    let d = &p.decide(&Request::from_value(request).unwrap()).decisions[0];
+    let reason = d.reason.as_deref().unwrap();
+    assert!(
+        reason.contains("the `phone` field must not be filled in"),
+        "{reason}"
+    );
+}
+
+#[test]
 fn an_authors_refusal_is_kept_whole() {
     let p = compile(
         "module m\nwrite w\nstage s { tools [w] }\nrule r for w {\n  require args.a exists\n  require args.b exists\n  refusal \"Send both a and b.\"\n}\n",

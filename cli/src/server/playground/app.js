@@ -251,30 +251,39 @@ function soon() {
   timer = setTimeout(run, 300);
 }
 
+// Puts a loaded policy's own text in the editor (`?policy=MODULE`); true when it did.
+async function loadSource(module) {
+  try {
+    const resp = await fetch("/v1/policies/" + encodeURIComponent(module) + "/source", { headers: headers() });
+    const body = await resp.json();
+    if (!resp.ok) {
+      setStatus("cannot open " + module + ": " + body.error.message, "bad");
+      return false;
+    }
+    $("policy").value = body.source;
+    $("request").value = `{\n  "facts": { "stage": "" },\n  "calls": [\n    { "id": "c1", "tool": "", "args": {} }\n  ]\n}\n`;
+    return true;
+  } catch (e) {
+    setStatus("cannot open " + module + ": " + e.message, "bad");
+    return false;
+  }
+}
+
 async function start() {
-  const params = new URLSearchParams(location.search);
-  const module = params.get("policy");
+  const module = new URLSearchParams(location.search).get("policy");
   $("policy").value = EXAMPLE_POLICY;
   $("request").value = EXAMPLE_REQUEST;
-  if (module) {
-    try {
-      const resp = await fetch("/v1/policies/" + encodeURIComponent(module) + "/source", { headers: headers() });
-      const body = await resp.json();
-      if (resp.ok) {
-        $("policy").value = body.source;
-        $("request").value = `{\n  "facts": { "stage": "" },\n  "calls": [\n    { "id": "c1", "tool": "", "args": {} }\n  ]\n}\n`;
-      } else {
-        setStatus("cannot open " + module + ": " + body.error.message, "bad");
-      }
-    } catch (e) {
-      setStatus("cannot open " + module + ": " + e.message, "bad");
-    }
-  }
+  let opened = !module || (await loadSource(module));
   for (const id of ["policy", "request", "tools"]) $(id).addEventListener("input", soon);
   $("policy").addEventListener("scroll", syncScroll);
   $("run").addEventListener("click", run);
+  // With --admin-token the source can be read only once the token is typed in.
+  $("token").addEventListener("change", async () => {
+    if (!opened) opened = await loadSource(module);
+    await run();
+  });
   highlight([]);
-  await run();
+  if (opened) await run();
 }
 
 document.addEventListener("DOMContentLoaded", start);
