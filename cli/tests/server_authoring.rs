@@ -352,11 +352,21 @@ fn playground_command_serves_one_file_and_prints_the_address() {
     std::thread::spawn(move || for _ in lines {});
     let rest = url.strip_prefix("http://127.0.0.1:").expect("on loopback");
     let (port, path) = rest.split_once('/').unwrap();
-    assert_eq!(path, "playground?policy=gate");
+    assert_eq!(path, "playground?file");
     let addr = format!("127.0.0.1:{port}");
-    let (st, v) = get_json(&addr, "/v1/policies/gate/source");
+    let (st, v) = get_json(&addr, "/v1/playground/file");
     assert_eq!(st, 200);
     assert_eq!(v["source"], POLICY_A);
+    let (st, v) = get_json(&addr, "/v1/policies/gate/source");
+    assert_eq!((st, v["source"].as_str()), (200, Some(POLICY_A)));
+    // It serves the file: a decision needs no policy name.
+    assert_eq!(
+        post_json(&addr, "/v1/decide", &batch("send")).1["policy"],
+        "gate"
+    );
+    // A broken file still opens, so the page can show its diagnostics.
+    std::fs::write(&file, BROKEN).unwrap();
+    assert_eq!(get_json(&addr, "/v1/playground/file").1["source"], BROKEN);
     let _ = child.kill();
     let _ = child.wait();
 

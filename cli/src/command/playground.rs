@@ -23,7 +23,9 @@ struct ServeArgs {
     args: serve::Args,
 }
 
-/// Serves the file until Ctrl-C; the server prints the page's address.
+/// Serves the file until Ctrl-C; the server prints the page's address. A file that does not
+/// compile is still opened (the page reads its text from `/v1/playground/file`): its
+/// diagnostics are what the page is for.
 pub fn run(args: &Args) -> ExitCode {
     if !args.policy.is_file() {
         eprintln!(
@@ -32,17 +34,6 @@ pub fn run(args: &Args) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let module = match toolgate_loader::load_file(&args.policy) {
-        Ok(p) => p.module().to_string(),
-        Err(e) => {
-            // The page is for fixing a policy too: open it on the file's text regardless.
-            eprintln!("{e}");
-            eprintln!(
-                "toolgate: the policy does not compile; it is not served, and the page opens empty"
-            );
-            String::new()
-        }
-    };
     let addr = format!("127.0.0.1:{}", args.port);
     let Ok(parsed) = ServeArgs::try_parse_from([
         "serve".as_ref(),
@@ -56,10 +47,6 @@ pub fn run(args: &Args) -> ExitCode {
         return ExitCode::from(2);
     };
     let mut config = serve::config(&parsed.args);
-    config.announce = Some(if module.is_empty() {
-        "/playground".to_string()
-    } else {
-        format!("/playground?policy={module}")
-    });
+    config.announce = Some("/playground?file".to_string());
     serve::serve(config)
 }

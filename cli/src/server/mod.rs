@@ -90,6 +90,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/playground/app.css", get(playground::style))
         .route("/playground/icon.svg", get(playground::icon))
         .route("/v1/playground", post(playground::run))
+        .route("/v1/playground/file", get(playground::file))
         .route("/v1/policies/{module}/source", get(playground::source))
         .fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(body_limit))

@@ -97,6 +97,25 @@ pub async fn source(
     .into_response())
 }
 
+/// `GET /v1/playground/file` (admin): the text of the one file `toolgate playground FILE`
+/// serves, read now, so the page opens on it even when it does not compile (which is when
+/// an author most wants to see its diagnostics).
+pub async fn file(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    state.admin(&headers)?;
+    if !state.dir.is_file() {
+        return Err(ApiError::not_found(
+            "this server serves a directory; open a policy with /playground?policy=MODULE",
+        ));
+    }
+    let text = std::fs::read_to_string(&state.dir).map_err(|e| {
+        ApiError::unprocessable("unreadable", format!("cannot read the policy file: {e}"))
+    })?;
+    Ok(Json(json!({"file": state.dir.display().to_string(), "source": text})).into_response())
+}
+
 /// `POST /v1/playground` (admin):
 /// `{"source": POLICY_TEXT, "request": REQUEST_TEXT?, "tools": TOOLS_TEXT?}`.
 ///

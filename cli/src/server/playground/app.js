@@ -251,29 +251,34 @@ function soon() {
   timer = setTimeout(run, 300);
 }
 
-// Puts a loaded policy's own text in the editor (`?policy=MODULE`); true when it did.
+// Puts a policy's own text in the editor, true when it did: a loaded module's
+// (`?policy=MODULE`), or the file `toolgate playground FILE` serves (`?file`, null module).
 async function loadSource(module) {
+  const url = module === null ? "/v1/playground/file" : "/v1/policies/" + encodeURIComponent(module) + "/source";
+  const what = module === null ? "the policy file" : module;
   try {
-    const resp = await fetch("/v1/policies/" + encodeURIComponent(module) + "/source", { headers: headers() });
+    const resp = await fetch(url, { headers: headers() });
     const body = await resp.json();
     if (!resp.ok) {
-      setStatus("cannot open " + module + ": " + body.error.message, "bad");
+      setStatus("cannot open " + what + ": " + body.error.message, "bad");
       return false;
     }
     $("policy").value = body.source;
     $("request").value = `{\n  "facts": { "stage": "" },\n  "calls": [\n    { "id": "c1", "tool": "", "args": {} }\n  ]\n}\n`;
     return true;
   } catch (e) {
-    setStatus("cannot open " + module + ": " + e.message, "bad");
+    setStatus("cannot open " + what + ": " + e.message, "bad");
     return false;
   }
 }
 
 async function start() {
-  const module = new URLSearchParams(location.search).get("policy");
+  const params = new URLSearchParams(location.search);
+  const module = params.get("policy");
+  const wanted = module !== null || params.has("file");
   $("policy").value = EXAMPLE_POLICY;
   $("request").value = EXAMPLE_REQUEST;
-  let opened = !module || (await loadSource(module));
+  let opened = !wanted || (await loadSource(module));
   for (const id of ["policy", "request", "tools"]) $(id).addEventListener("input", soon);
   $("policy").addEventListener("scroll", syncScroll);
   $("run").addEventListener("click", run);
