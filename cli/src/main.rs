@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 /// Decides which tool calls an LLM agent may run, from a compiled policy.
 #[derive(Parser)]
-#[command(name = "toolgate", version, about)]
+#[command(name = "toolgate", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -34,6 +34,8 @@ enum Command {
     Hook(command::hook::Args),
     /// Run an MCP proxy that offers and forwards only the tool calls the policy allows.
     Mcp(command::mcp::Args),
+    /// Open a policy file in the playground page, on a local server (prints its address).
+    Playground(command::playground::Args),
 }
 
 fn main() -> ExitCode {
@@ -47,5 +49,6 @@ fn main() -> ExitCode {
         Command::Test(args) => command::test::run(&args),
         Command::Hook(args) => command::hook::run(&args),
         Command::Mcp(args) => command::mcp::run(&args),
+        Command::Playground(args) => command::playground::run(&args),
     }
 }

@@ -60,7 +60,7 @@ impl Truth {
 }
 
 /// A compiled condition.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Cond {
     Const(bool),
     And(Box<[Cond]>),
@@ -117,7 +117,7 @@ pub(crate) enum Lit {
 }
 
 /// The test applied to a path's value.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Test {
     Cmp(CmpOp, Lit),
     InHosts(HostListId),

@@ -77,6 +77,8 @@ enum Outcome {
     Turns(StageId),
     Latch(u8),
     Rule(RuleId),
+    /// The rule denied, and its requirement of this index is the first that failed.
+    Part(RuleId, u16),
     /// The rule denied because a URL it checks is ambiguous, for this reason.
     Url(RuleId, Ambiguity),
 }
@@ -338,7 +340,9 @@ impl Policy {
             | Outcome::Whitelist(_)
             | Outcome::Turns(_) => DenyKind::Stage,
             Outcome::Latch(_) => DenyKind::Latch,
-            Outcome::Rule(r) | Outcome::Url(r, _) => self.rules[r.index()].kind,
+            Outcome::Rule(r) | Outcome::Part(r, _) | Outcome::Url(r, _) => {
+                self.rules[r.index()].kind
+            }
         })
     }
 
@@ -353,6 +357,12 @@ impl Policy {
             Outcome::Turns(s) => &self.stages[s.index()].turns_refusal,
             Outcome::Latch(l) => &self.latches[usize::from(l)].refusal,
             Outcome::Rule(r) => &self.rules[r.index()].refusal,
+            Outcome::Part(r, k) => {
+                let rule = &self.rules[r.index()];
+                rule.parts
+                    .get(usize::from(k))
+                    .map_or(&rule.refusal, |p| &p.refusal)
+            }
             Outcome::Url(r, why) => {
                 let rule = &self.rules[r.index()];
                 rule.url_refusals.get(why as usize).unwrap_or(&rule.refusal)
@@ -486,7 +496,9 @@ impl Policy {
             Outcome::NoStage => &self.fixed.rule_no_stage,
             Outcome::Whitelist(s) | Outcome::Turns(s) => &self.stages[s.index()].name,
             Outcome::Latch(l) => &self.latches[usize::from(l)].name,
-            Outcome::Rule(r) | Outcome::Url(r, _) => &self.rules[r.index()].name,
+            Outcome::Rule(r) | Outcome::Part(r, _) | Outcome::Url(r, _) => {
+                &self.rules[r.index()].name
+            }
         })
     }
 
@@ -593,7 +605,7 @@ impl Policy {
                         None => Outcome::Rule(rule_id),
                     })
                 }
-                Truth::False | Truth::Unknown(_) => Some(Outcome::Rule(rule_id)),
+                Truth::False | Truth::Unknown(_) => Some(failed_part(rule_id, rule, &env)),
             };
             trace.record(Check::Rule {
                 rule: rule_id,
@@ -610,6 +622,16 @@ impl Policy {
             tool: id,
         }
     }
+}
+
+/// A denying rule's outcome: the first of its requirements that does not hold, when it has
+/// several, so the refusal names that one. Runs only on a denial, and allocates nothing.
+fn failed_part(id: RuleId, rule: &RuleInfo, env: &Env<'_>) -> Outcome {
+    rule.parts
+        .iter()
+        .position(|p| !matches!(p.cond.eval(env), Truth::True))
+        .and_then(|k| u16::try_from(k).ok())
+        .map_or(Outcome::Rule(id), |k| Outcome::Part(id, k))
 }
 
 fn all_bits(n: usize) -> u64 {

@@ -3,8 +3,12 @@
 use toolgate_lang::{render_all, Diagnostic, SourceFile};
 
 /// A policy that does not compile, with every diagnostic found.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{}", summary(.source_file, .diagnostics))]
+///
+/// `Display` renders every diagnostic (`file:line:col`, the source line, a caret and the hint),
+/// and so does `Debug`, so `?` in a `main` returning `Result<_, Box<dyn Error>>` prints the
+/// diagnostics, not the internals of the [`SourceFile`].
+#[derive(Clone, thiserror::Error)]
+#[error("{}", rendered(.source_file, .diagnostics))]
 pub struct CompileError {
     /// The source the diagnostics point into.
     pub source_file: SourceFile,
@@ -24,23 +28,19 @@ impl CompileError {
     }
 }
 
-fn summary(source: &SourceFile, diagnostics: &[Diagnostic]) -> String {
-    let errors: Vec<&Diagnostic> = diagnostics.iter().filter(|d| d.is_error()).collect();
-    match errors.first() {
-        None => format!("{}: policy does not compile", source.name()),
-        Some(first) => {
-            let at = source.location(first.span.start);
-            let more = match errors.len() {
-                1 => String::new(),
-                n => format!(
-                    " (and {} more error{})",
-                    n - 1,
-                    if n == 2 { "" } else { "s" }
-                ),
-            };
-            format!("{at}: {}{more}", first.message)
-        }
+impl std::fmt::Debug for CompileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&rendered(&self.source_file, &self.diagnostics))
     }
+}
+
+/// Every diagnostic rendered, without the last line break; the file name alone when there
+/// is none (a hand-built error).
+fn rendered(source: &SourceFile, diagnostics: &[Diagnostic]) -> String {
+    if diagnostics.is_empty() {
+        return format!("{}: policy does not compile", source.name());
+    }
+    render_all(diagnostics, source).trim_end().to_string()
 }
 
 /// A request that cannot be judged: bad JSON, or JSON that does not fit the schema.
@@ -86,4 +86,37 @@ pub enum RequestError {
         /// The module that was asked to judge it.
         loaded: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use crate::Policy;
+
+    const TWO_ERRORS: &str =
+        "module m\nread x\nstage s { tools [x, y] }\nrule r for z { require args.a exists }\n";
+
+    #[test]
+    fn display_shows_every_diagnostic_with_its_location() {
+        let e = Policy::compile("two.gate", TWO_ERRORS).unwrap_err();
+        assert!(e.errors().count() >= 2, "{}", e.render());
+        let shown = e.to_string();
+        for d in e.errors() {
+            assert!(shown.contains(&d.message), "{shown}");
+        }
+        assert!(shown.contains("two.gate:3:"), "{shown}");
+        assert!(shown.contains("two.gate:4:"), "{shown}");
+    }
+
+    #[test]
+    fn debug_is_the_rendering_not_the_source_file_internals() {
+        let e = Policy::compile("two.gate", TWO_ERRORS).unwrap_err();
+        let debug = format!("{e:?}");
+        assert_eq!(debug, e.to_string());
+        assert!(!debug.contains("line_starts"), "{debug}");
+        assert!(!debug.contains("SourceFile"), "{debug}");
+        // What `?` in `main` prints goes through `Debug` of the boxed error.
+        let boxed: Box<dyn std::error::Error> = Box::new(e);
+        assert_eq!(format!("{boxed:?}"), debug);
+    }
 }

@@ -25,19 +25,18 @@ use std::sync::Arc;
 /// One tool definition as the executor gives it to the model API.
 ///
 /// `name` is required; `description` and `input_schema` are optional. Any other field (an
-/// OpenAI-style `parameters`, `cache_control`, ...) is kept in `extra` and passed through.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// OpenAI-style `parameters`, MCP's `inputSchema`, `cache_control`, ...) is kept in `extra`
+/// and passed through. OpenAI's Chat Completions shape (`{"type": "function", "function":
+/// {..}}`) is read from inside `function` and written back in that shape.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ToolDef {
     /// The tool's name, matched against the policy's classified tools.
     pub name: String,
     /// What the model reads about the tool.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// The JSON schema of the tool's input; offered unchanged.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_schema: Option<Value>,
     /// Every other field of the definition, passed through unchanged.
-    #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
@@ -175,9 +174,14 @@ impl ToolDef {
         let Value::Object(mut map) = value else {
             return Err(schema(
                 at,
-                format!("expected an object, found {}", type_name(&value)),
+                format!(
+                    "expected an object, found {}; {}",
+                    type_name(&value),
+                    shape::ACCEPTED
+                ),
             ));
         };
+        shape::unwrap_openai(&mut map);
         let name = match map.remove("name") {
             Some(Value::String(s)) if !s.is_empty() => s,
             Some(Value::String(_)) => return Err(schema(&format!("{at}.name"), "empty name")),
@@ -187,7 +191,12 @@ impl ToolDef {
                     format!("expected a string, found {}", type_name(&v)),
                 ))
             }
-            None => return Err(schema(&format!("{at}.name"), "missing field")),
+            None => {
+                return Err(schema(
+                    &format!("{at}.name"),
+                    format!("missing field; {}", shape::ACCEPTED),
+                ))
+            }
         };
         let description = match map.remove("description") {
             None | Some(Value::Null) => None,
@@ -455,6 +464,8 @@ fn or_list(items: &[String]) -> String {
         [init @ .., last] => format!("{} or {last}", init.join(", ")),
     }
 }
+
+mod shape;
 
 #[cfg(test)]
 mod tests;

@@ -98,10 +98,20 @@ pub(crate) struct RuleInfo {
     pub(crate) url_refusals: Box<[Arc<str>]>,
     /// What the rule requires, in words (shown to the model when the tool is offered).
     pub(crate) requirement: Arc<str>,
+    /// For a rule of several requirements and no refusal of its own: each requirement's
+    /// condition and refusal, so a denial names the one that failed (empty otherwise).
+    pub(crate) parts: Box<[RulePart]>,
     /// The rule's slot in the per-batch memo, when its condition reads no call arguments
     /// (so one evaluation serves every call of the batch). `None` for rules that read
     /// arguments, and past the memo's [`crate::limits::MEMO_SLOTS`] slots.
     pub(crate) memo: Option<u8>,
+}
+
+/// One requirement of a rule (a `require` line, or one conjunct of it) and its refusal.
+#[derive(Debug)]
+pub(crate) struct RulePart {
+    pub(crate) cond: crate::cond::Cond,
+    pub(crate) refusal: Arc<str>,
 }
 
 /// Refusals that do not come from a declaration.

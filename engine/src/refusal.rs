@@ -3,6 +3,8 @@
 //! Every refusal tells the model what was missing, that the action did NOT happen, and what
 //! to do instead, so it corrects itself rather than telling the user the action succeeded.
 
+mod pattern_words;
+
 use crate::hosts::HostList;
 use crate::ids::HostListId;
 use std::collections::HashMap;
@@ -22,7 +24,7 @@ impl<'a> HostLookup<'a> {
 }
 use crate::response::DenyKind;
 use crate::strict_url::Ambiguity;
-use toolgate_lang::ast::{CallValue, Expr, ExprKind, Literal, Predicate};
+use toolgate_lang::ast::{CallValue, CmpOp, Expr, ExprKind, Literal, Predicate};
 
 const NOT_HAPPENED: &str = "This did NOT happen. Do not tell the user it did.";
 
@@ -82,6 +84,30 @@ pub(crate) fn rule(
     }
 }
 
+/// Each requirement of a rule with its own refusal, when the rule has more than one: a
+/// denial then names the requirement that failed, not all of them. Empty when a requirement
+/// did not compile (the rule is then an error anyway) or there is only one.
+pub(crate) fn parts(
+    name: &str,
+    kind: DenyKind,
+    parts: Vec<(Option<crate::cond::Cond>, &Expr)>,
+    hosts: &HostLookup<'_>,
+) -> Box<[crate::policy::RulePart]> {
+    if parts.len() < 2 {
+        return Box::default();
+    }
+    parts
+        .into_iter()
+        .map(|(cond, e)| {
+            Some(crate::policy::RulePart {
+                cond: cond?,
+                refusal: rule(name, kind, std::slice::from_ref(e), hosts).into(),
+            })
+        })
+        .collect::<Option<_>>()
+        .unwrap_or_default()
+}
+
 /// For a rule that denied because a URL it checks is ambiguous: what is ambiguous, then the
 /// author's refusal, or else what the rule requires.
 pub(crate) fn ambiguous_url(
@@ -111,7 +137,8 @@ pub(crate) fn requirement(requires: &[Expr], hosts: &HostLookup<'_>) -> String {
         .join(", and ")
 }
 
-/// A plain-English statement of what a condition requires.
+/// A plain-English statement of what a condition requires: a sentence with no raw regex
+/// and no double negative (`not args.cc exists` reads "`args.cc` must be absent").
 pub(crate) fn describe(e: &Expr, hosts: &HostLookup<'_>) -> String {
     match &e.kind {
         ExprKind::Bool(true) => "nothing".into(),
@@ -129,39 +156,109 @@ pub(crate) fn describe(e: &Expr, hosts: &HostLookup<'_>) -> String {
                 .collect::<Vec<_>>()
                 .join(", or ")
         ),
-        ExprKind::Not(inner) => format!("this must not hold: ({})", describe(inner, hosts)),
-        ExprKind::Predicate(path, pred) => {
-            let p = path.display();
-            match pred {
-                Predicate::Compare(op, lit) => {
-                    format!("`{p}` must be {} {}", op.as_str(), literal(&lit.node))
-                }
-                Predicate::InList(items) => format!(
-                    "`{p}` must be one of {}",
-                    items
-                        .iter()
-                        .map(|l| literal(&l.node))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                Predicate::Matches(re) => format!("`{p}` must match `{}`", re.node),
-                Predicate::Is(t) => format!("`{p}` must be {}", article(t.node.as_str())),
-                Predicate::Exists => format!("`{p}` must be present"),
-                Predicate::InHosts(list) => match hosts.get(&list.name) {
-                    Some(h) => format!(
-                        "`{p}` must be a {} URL on a host in allowlist `{}` ({})",
-                        h.schemes().collect::<Vec<_>>().join("/"),
-                        list.name,
-                        h.describe_entries().join(", ")
-                    ),
-                    None => format!("`{p}` must be a URL on a host in allowlist `{}`", list.name),
-                },
-            }
-        }
+        ExprKind::Not(inner) => negated(inner, hosts),
+        ExprKind::Predicate(path, pred) => predicate(&path.display(), pred, false, hosts),
         ExprKind::Call(call) => match crate::builtins::find(&call.name.name) {
             Some(b) => (b.requirement)(&b.written(call)),
             None => format!("`{}` must hold", call.name.name),
         },
+    }
+}
+
+/// What `not e` requires, said positively where it can be (De Morgan over `and`/`or`, the
+/// opposite comparison, "absent" for `not exists`).
+fn negated(e: &Expr, hosts: &HostLookup<'_>) -> String {
+    match &e.kind {
+        ExprKind::Bool(b) => describe(
+            &Expr {
+                kind: ExprKind::Bool(!b),
+                span: e.span,
+            },
+            hosts,
+        ),
+        ExprKind::Not(inner) => describe(inner, hosts),
+        ExprKind::And(parts) => format!(
+            "either {}",
+            parts
+                .iter()
+                .map(|p| negated(p, hosts))
+                .collect::<Vec<_>>()
+                .join(", or ")
+        ),
+        ExprKind::Or(parts) => parts
+            .iter()
+            .map(|p| negated(p, hosts))
+            .collect::<Vec<_>>()
+            .join(" and "),
+        ExprKind::Predicate(path, pred) => predicate(&path.display(), pred, true, hosts),
+        // Every built-in's requirement is one "X must Y" sentence: "X must not Y".
+        ExprKind::Call(_) => {
+            let positive = describe(e, hosts);
+            if positive.contains(" must ") {
+                positive.replacen(" must ", " must not ", 1)
+            } else {
+                format!("the opposite of this must hold: {positive}")
+            }
+        }
+    }
+}
+
+/// One test on a path, as a sentence; `negated` says the opposite.
+fn predicate(p: &str, pred: &Predicate, negated: bool, hosts: &HostLookup<'_>) -> String {
+    let not = if negated { "not " } else { "" };
+    match pred {
+        Predicate::Compare(op, lit) => {
+            let op = if negated { opposite(*op) } else { *op };
+            format!("`{p}` must {} {}", comparison(op), literal(&lit.node))
+        }
+        Predicate::InList(items) => format!(
+            "`{p}` must {not}be one of {}",
+            items
+                .iter()
+                .map(|l| literal(&l.node))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Predicate::Matches(re) => pattern_words::Words::of(&re.node).sentence(p, negated),
+        Predicate::Is(t) => format!("`{p}` must {not}be {}", article(t.node.as_str())),
+        Predicate::Exists if negated => format!("`{p}` must be absent"),
+        Predicate::Exists => format!("`{p}` must be present"),
+        Predicate::InHosts(list) => match hosts.get(&list.name) {
+            Some(h) => format!(
+                "`{p}` must {not}be a {} URL on a host in allowlist `{}` ({})",
+                h.schemes().collect::<Vec<_>>().join("/"),
+                list.name,
+                h.describe_entries().join(", ")
+            ),
+            None => format!(
+                "`{p}` must {not}be a URL on a host in allowlist `{}`",
+                list.name
+            ),
+        },
+    }
+}
+
+/// The comparison in words, after "must".
+fn comparison(op: CmpOp) -> &'static str {
+    match op {
+        CmpOp::Lt => "be less than",
+        CmpOp::Le => "be at most",
+        CmpOp::Eq => "be",
+        CmpOp::Ne => "not be",
+        CmpOp::Ge => "be at least",
+        CmpOp::Gt => "be more than",
+    }
+}
+
+/// The comparison that holds exactly when `op` does not (for a value of the compared type).
+fn opposite(op: CmpOp) -> CmpOp {
+    match op {
+        CmpOp::Lt => CmpOp::Ge,
+        CmpOp::Le => CmpOp::Gt,
+        CmpOp::Eq => CmpOp::Ne,
+        CmpOp::Ne => CmpOp::Eq,
+        CmpOp::Ge => CmpOp::Lt,
+        CmpOp::Gt => CmpOp::Le,
     }
 }
 

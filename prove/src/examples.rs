@@ -15,8 +15,9 @@
 //! ```
 //!
 //! `expect` has one entry per call, in order: `allow` is required; `kind`, `rule` and
-//! `fail_open` are compared when given. `latched` (the response's latch state, any latch set)
-//! is compared when given.
+//! `fail_open` are compared when given, and `reason` is text the refusal must contain.
+//! `latched` (the response's latch state, any latch set) is compared when given. Any other
+//! key is an error with a did-you-mean, and every error of a file is reported at once.
 
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -42,6 +43,9 @@ pub struct Expect {
     pub kind: Option<DenyKind>,
     /// The denying rule, stage or latch name, when checked.
     pub rule: Option<String>,
+    /// Text the refusal must contain, when checked (a substring, so a test survives a
+    /// rewording of the rest).
+    pub reason: Option<String>,
     /// Whether the call failed open, when checked.
     pub fail_open: Option<bool>,
 }
@@ -93,52 +97,88 @@ fn err(path: impl Into<String>, message: impl Into<String>) -> TestFileError {
     }
 }
 
+/// Every mistake found in a test file, in file order: a file is read to the end, so one run
+/// shows them all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+pub struct TestFileErrors {
+    /// At least one.
+    pub errors: Vec<TestFileError>,
+}
+
+/// The keys of a test file, a case and an expectation: anything else is a mistake (most
+/// often a misspelling, which would otherwise silently check nothing).
+const FILE_KEYS: [&str; 1] = ["cases"];
+const CASE_KEYS: [&str; 4] = ["name", "request", "expect", "latched"];
+const EXPECT_KEYS: [&str; 5] = ["allow", "kind", "rule", "reason", "fail_open"];
+
+/// An error per key of `object` not in `known`, with a did-you-mean.
+fn unknown_keys(
+    object: &Value,
+    known: &[&str],
+    what: &str,
+    at: &str,
+    errors: &mut Vec<TestFileError>,
+) {
+    let Value::Object(map) = object else {
+        return;
+    };
+    for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
+        let hint = match toolgate_lang::did_you_mean(key, known.iter().copied()) {
+            Some(near) => format!("did you mean `{near}`? "),
+            None => String::new(),
+        };
+        errors.push(err(
+            join(at, key),
+            format!("unknown key `{key}`; {hint}{what} has {}", list(known)),
+        ));
+    }
+}
+
+fn join(at: &str, key: &str) -> String {
+    if at.is_empty() {
+        key.to_string()
+    } else {
+        format!("{at}.{key}")
+    }
+}
+
+fn list(keys: &[&str]) -> String {
+    keys.iter()
+        .map(|k| format!("`{k}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl TestFile {
-    /// Reads a test file's JSON text.
-    pub fn parse(text: &str) -> Result<Self, TestFileError> {
-        let value: Value = serde_json::from_str(text).map_err(|e| {
-            err(
+    /// Reads a test file's JSON text; every mistake is reported, not only the first.
+    pub fn parse(text: &str) -> Result<Self, TestFileErrors> {
+        let value: Value = serde_json::from_str(text).map_err(|e| TestFileErrors {
+            errors: vec![err(
                 format!("line {} column {}", e.line(), e.column()),
                 format!("not valid JSON: {e}"),
-            )
+            )],
         })?;
-        let cases = value
-            .get("cases")
-            .and_then(Value::as_array)
-            .ok_or_else(|| err("cases", "expected an array of cases: {\"cases\": [..]}"))?;
+        let mut errors = Vec::new();
+        unknown_keys(&value, &FILE_KEYS, "a test file", "", &mut errors);
+        let Some(cases) = value.get("cases").and_then(Value::as_array) else {
+            errors.push(err(
+                "cases",
+                "expected an array of cases: {\"cases\": [..]}",
+            ));
+            return Err(TestFileErrors { errors });
+        };
         let mut out = Vec::new();
         for (i, c) in cases.iter().enumerate() {
-            let at = |field: &str| format!("cases[{i}].{field}");
-            let name = c
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| err(at("name"), "expected a string"))?
-                .to_string();
-            let request = c
-                .get("request")
-                .cloned()
-                .ok_or_else(|| err(at("request"), "missing field"))?;
-            let latched = match c.get("latched") {
-                None => None,
-                Some(Value::Bool(b)) => Some(*b),
-                Some(_) => return Err(err(at("latched"), "expected true or false")),
-            };
-            let expect = c
-                .get("expect")
-                .and_then(Value::as_array)
-                .ok_or_else(|| err(at("expect"), "expected an array, one entry per call"))?
-                .iter()
-                .enumerate()
-                .map(|(j, e)| expectation(e, &format!("cases[{i}].expect[{j}]")))
-                .collect::<Result<Vec<_>, _>>()?;
-            out.push(Case {
-                name,
-                request,
-                expect,
-                latched,
-            });
+            if let Some(case) = case(c, i, &mut errors) {
+                out.push(case);
+            }
         }
-        Ok(TestFile { cases: out })
+        if errors.is_empty() {
+            Ok(TestFile { cases: out })
+        } else {
+            Err(TestFileErrors { errors })
+        }
     }
 
     /// Runs every case against `policy`.
@@ -147,42 +187,117 @@ impl TestFile {
     }
 }
 
-fn expectation(e: &Value, at: &str) -> Result<Expect, TestFileError> {
-    let allow = e
-        .get("allow")
-        .and_then(Value::as_bool)
-        .ok_or_else(|| err(format!("{at}.allow"), "expected true or false"))?;
+/// One case, or `None` with its mistakes added to `errors`.
+fn case(c: &Value, i: usize, errors: &mut Vec<TestFileError>) -> Option<Case> {
+    let before = errors.len();
+    let at = |field: &str| format!("cases[{i}].{field}");
+    if !c.is_object() {
+        errors.push(err(format!("cases[{i}]"), "expected an object"));
+        return None;
+    }
+    unknown_keys(c, &CASE_KEYS, "a case", &format!("cases[{i}]"), errors);
+    let name = c.get("name").and_then(Value::as_str);
+    if name.is_none() {
+        errors.push(err(at("name"), "expected a string"));
+    }
+    let request = c.get("request").cloned();
+    if request.is_none() {
+        errors.push(err(at("request"), "missing field"));
+    }
+    let latched = match c.get("latched") {
+        None => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(_) => {
+            errors.push(err(at("latched"), "expected true or false"));
+            None
+        }
+    };
+    let expect: Vec<Expect> = match c.get("expect").and_then(Value::as_array) {
+        Some(list) => list
+            .iter()
+            .enumerate()
+            .filter_map(|(j, e)| {
+                expectation(e, &format!("cases[{i}].expect[{j}]"))
+                    .map_err(|e| errors.extend(e))
+                    .ok()
+            })
+            .collect(),
+        None => {
+            errors.push(err(at("expect"), "expected an array, one entry per call"));
+            Vec::new()
+        }
+    };
+    if errors.len() > before {
+        return None;
+    }
+    Some(Case {
+        name: name?.to_string(),
+        request: request?,
+        expect,
+        latched,
+    })
+}
+
+fn expectation(e: &Value, at: &str) -> Result<Expect, Vec<TestFileError>> {
+    let mut errors = Vec::new();
+    if !e.is_object() {
+        return Err(vec![err(
+            at,
+            "expected an object such as {\"allow\": true}",
+        )]);
+    }
+    unknown_keys(e, &EXPECT_KEYS, "an expectation", at, &mut errors);
+    let allow = e.get("allow").and_then(Value::as_bool);
+    if allow.is_none() {
+        errors.push(err(format!("{at}.allow"), "expected true or false"));
+    }
     let kind = match e.get("kind") {
         None => None,
-        Some(k) => Some(serde_json::from_value::<DenyKind>(k.clone()).map_err(|_| {
-            err(
-                format!("{at}.kind"),
-                "expected one of unclassified, stage, latch, host, args, precondition, rule",
-            )
-        })?),
+        Some(k) => serde_json::from_value::<DenyKind>(k.clone())
+            .map_err(|_| {
+                errors.push(err(
+                    format!("{at}.kind"),
+                    "expected one of unclassified, stage, latch, host, args, precondition, rule",
+                ))
+            })
+            .ok(),
     };
-    let rule = match e.get("rule") {
+    let mut text = |key: &str| match e.get(key) {
         None => None,
         Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(err(format!("{at}.rule"), "expected a string")),
+        Some(_) => {
+            errors.push(err(format!("{at}.{key}"), "expected a string"));
+            None
+        }
     };
+    let rule = text("rule");
+    let reason = text("reason");
     let fail_open = match e.get("fail_open") {
         None => None,
         Some(Value::Bool(b)) => Some(*b),
-        Some(_) => return Err(err(format!("{at}.fail_open"), "expected true or false")),
+        Some(_) => {
+            errors.push(err(format!("{at}.fail_open"), "expected true or false"));
+            None
+        }
     };
-    if allow && (kind.is_some() || rule.is_some()) {
-        return Err(err(
+    if allow == Some(true)
+        && (e.get("kind").is_some() || e.get("rule").is_some() || e.get("reason").is_some())
+    {
+        errors.push(err(
             at.to_string(),
-            "an allowed call has no `kind` or `rule`; expect `\"allow\": false` or drop them",
+            "an allowed call has no `kind`, `rule` or `reason`; expect `\"allow\": false` or drop them",
         ));
     }
-    Ok(Expect {
-        allow,
-        kind,
-        rule,
-        fail_open,
-    })
+    match allow {
+        Some(allow) if errors.is_empty() => Ok(Expect {
+            allow,
+            kind,
+            rule,
+            reason,
+            fail_open,
+        }),
+        _ => Err(errors),
+    }
 }
 
 fn describe(allow: bool, kind: Option<DenyKind>, rule: Option<&str>, fail_open: bool) -> String {
@@ -232,6 +347,15 @@ fn run_case(policy: &Policy, case: &Case) -> CaseResult {
             && (e.kind.is_none() || e.kind == d.kind)
             && (e.rule.is_none() || e.rule.as_deref() == d.rule.as_deref())
             && (e.fail_open.is_none() || e.fail_open == Some(d.fail_open));
+        if let (true, Some(want)) = (ok, &e.reason) {
+            let got = d.reason.as_deref().unwrap_or("");
+            if !got.contains(want.as_str()) {
+                failures.push(format!(
+                    "call `{}` ({}): the refusal does not contain the expected text\n      expected to contain: {want:?}\n      refusal:             {got:?}",
+                    d.id, d.tool
+                ));
+            }
+        }
         if !ok {
             failures.push(format!(
                 "call `{}` ({}):\n      expected: {}\n      actual:   {}",

@@ -23,7 +23,7 @@ pub mod examples;
 pub mod guide;
 pub mod invariants;
 
-pub use examples::{CaseResult, Coverage, TestFile, TestFileError};
+pub use examples::{CaseResult, Coverage, TestFile, TestFileError, TestFileErrors};
 pub use guide::Guide;
 pub use invariants::{check, Config, Counterexample, InvariantResult};
 

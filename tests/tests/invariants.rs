@@ -392,7 +392,7 @@ fn example_tests_pass_and_report_readable_diffs() {
     );
     let e = toolgate_prove::TestFile::parse(r#"{"cases": [{"name": "n", "request": {}, "expect": [{"allow": false, "kind": "nope"}]}]}"#)
         .unwrap_err();
-    assert_eq!(e.path, "cases[0].expect[0].kind");
+    assert_eq!(e.errors[0].path, "cases[0].expect[0].kind");
 }
 
 /// The search is guided by `called_within`'s bound: a policy that accepts a call three turns

@@ -6,6 +6,7 @@ pub mod fmt;
 pub mod hook;
 pub mod mcp;
 pub mod offer;
+pub mod playground;
 pub mod serve;
 pub mod test;
 mod tool_coverage;

@@ -12,7 +12,8 @@ pub struct Args {
     /// The policy file (`.gate`).
     #[arg(long, short)]
     policy: String,
-    /// The executor's tool definitions: a JSON array, or an object with `tools`.
+    /// The executor's tool definitions: a JSON array, or an object with `tools`, or an MCP
+    /// `tools/list` result; each in OpenAI's, Anthropic's or MCP's shape.
     #[arg(long, short)]
     tools: String,
     /// The facts of the turn as JSON (`{"stage": .., "latched": ..}`), or `-` for standard

@@ -85,11 +85,30 @@ pub struct Args {
     /// Milliseconds between polls of the policy directory (0 disables watching).
     #[arg(long, default_value_t = 1000)]
     poll_ms: u64,
+    /// The module a request that names no `policy` is judged by when several are loaded
+    /// (without it, such a request is a 400 listing the loaded modules).
+    #[arg(long, value_name = "NAME")]
+    default_policy: Option<String>,
 }
 
-/// Runs until SIGTERM or Ctrl-C.
+/// Runs until SIGTERM or Ctrl-C. A missing directory, or a file, is an error before anything
+/// starts: a server that could never load a policy would answer 503 forever.
 pub fn run(args: &Args) -> ExitCode {
-    let config = Config {
+    if !args.dir.is_dir() {
+        let why = if args.dir.exists() {
+            "is not a directory (serve takes a directory of `.gate` files; `toolgate playground FILE` serves one file)"
+        } else {
+            "does not exist"
+        };
+        eprintln!("error: `{}` {why}", args.dir.display());
+        return ExitCode::from(2);
+    }
+    serve(config(args))
+}
+
+/// The server's configuration from the command line.
+pub fn config(args: &Args) -> Config {
+    Config {
         addr: args.addr,
         dir: args.dir.clone(),
         limits: Limits {
@@ -120,7 +139,13 @@ pub fn run(args: &Args) -> ExitCode {
         log_queue: args.log_queue,
         poll: Duration::from_millis(args.poll_ms),
         admin_token: args.admin_token.clone().filter(|t| !t.is_empty()),
-    };
+        default_policy: args.default_policy.clone(),
+        announce: None,
+    }
+}
+
+/// Runs the server with `config` until SIGTERM or Ctrl-C.
+pub fn serve(config: Config) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -162,9 +162,13 @@ fn test_policy(path: &Path, config: &Config, args: &Args, tally: &mut Tally) {
     let has_inv_file = inv_path.is_file();
     if !has_tests && !has_inv_file && policy.invariants().is_empty() {
         println!("policy {shown}: no tests or invariants");
+        println!("{}", no_tests_notice(&tests_path));
         return;
     }
     println!("policy {shown}");
+    if !has_tests {
+        println!("{}", no_tests_notice(&tests_path));
+    }
 
     if has_tests {
         let name = tests_path.display().to_string();
@@ -238,6 +242,14 @@ fn test_policy(path: &Path, config: &Config, args: &Args, tally: &mut Tally) {
             }
         }
     }
+}
+
+/// A policy with no example tests passes vacuously; say so, and how to add them.
+fn no_tests_notice(tests_path: &Path) -> String {
+    format!(
+        "notice: no example tests: write `{}` (cases of a request and the decisions it must get; docs/testing.md)",
+        tests_path.display()
+    )
 }
 
 fn report_invariant(module: &str, policy_path: &Path, r: &InvariantResult, tally: &mut Tally) {

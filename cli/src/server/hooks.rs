@@ -110,14 +110,14 @@ pub async fn hook(
     let set = state.store.snapshot();
     let policy = match query.policy.as_deref() {
         Some(m) => set.get(m),
-        None => set.only(),
+        None => state.unnamed_policy(&set),
     };
     let Some(policy) = policy else {
-        return deny(
+        return deny(format!(
             "Blocked: toolgate has no single policy to judge this call with (name one with \
-             ?policy=MODULE)."
-                .into(),
-        );
+             ?policy=MODULE; loaded: {}).",
+            super::routes::loaded_names(&set)
+        ));
     };
     let judge = Judge::new(policy, query.stage, query.approve);
     let key = (agent, policy.module().to_string(), session.to_string());

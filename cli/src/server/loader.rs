@@ -20,7 +20,7 @@ pub struct LoadReport {
 
 /// A cheap summary of the directory (names, sizes, modification times) to notice changes.
 pub fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
-    let mut out: Vec<_> = toolgate_loader::policy_files(dir)
+    let mut out: Vec<_> = files(dir)
         .into_iter()
         .map(|p| {
             let meta = std::fs::metadata(&p).ok();
@@ -35,6 +35,49 @@ pub fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
 
 /// Compiles every policy in `dir` into a set, all or nothing, with the rendered diagnostics
 /// of every failing file as the error.
+///
+/// `dir` may be one policy file instead (`toolgate playground FILE`); `serve` refuses a file
+/// before it starts.
 pub fn load_dir(dir: &Path, generation: u64, deny_warnings: bool) -> Result<PolicySet, String> {
+    if dir.is_file() {
+        return load_one(dir, generation, deny_warnings);
+    }
     toolgate_loader::load_dir(dir, generation, deny_warnings).map_err(|e| e.to_string())
+}
+
+/// The policy files to watch: those in the directory, or the one file.
+fn files(dir: &Path) -> Vec<PathBuf> {
+    if dir.is_file() {
+        vec![dir.to_path_buf()]
+    } else {
+        toolgate_loader::policy_files(dir)
+    }
+}
+
+fn load_one(file: &Path, generation: u64, deny_warnings: bool) -> Result<PolicySet, String> {
+    let mut policy = toolgate_loader::load_file(file).map_err(|e| e.to_string())?;
+    if deny_warnings {
+        policy = policy.deny_warnings().map_err(|e| e.render())?;
+    }
+    PolicySet::new(vec![policy], generation).map_err(|e| e.to_string())
+}
+
+/// What a set serves, for the reload log line: each module with its revision and file.
+pub fn describe(set: &PolicySet) -> String {
+    let parts: Vec<String> = set
+        .iter()
+        .map(|p| {
+            format!(
+                "{} rev {} ({})",
+                p.module(),
+                p.revision(),
+                p.source().name()
+            )
+        })
+        .collect();
+    if parts.is_empty() {
+        "nothing".into()
+    } else {
+        parts.join(", ")
+    }
 }

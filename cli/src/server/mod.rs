@@ -15,6 +15,7 @@ mod hooks;
 mod limits;
 mod loader;
 mod metrics;
+mod playground;
 mod routes;
 mod state;
 
@@ -62,6 +63,10 @@ pub struct Config {
     pub poll: Duration,
     /// Admin bearer token.
     pub admin_token: Option<String>,
+    /// The module a request that names none is judged by when several are loaded.
+    pub default_policy: Option<String>,
+    /// A path to announce after the listening line (`toolgate playground`'s page).
+    pub announce: Option<String>,
 }
 
 /// How long open connections may take to finish their requests after SIGTERM.
@@ -80,6 +85,13 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/v1/policies", get(routes::policies))
         .route("/health", get(routes::health))
         .route("/metrics", get(routes::metrics))
+        .route("/playground", get(playground::page))
+        .route("/playground/app.js", get(playground::script))
+        .route("/playground/app.css", get(playground::style))
+        .route("/playground/icon.svg", get(playground::icon))
+        .route("/v1/playground", post(playground::run))
+        .route("/v1/playground/file", get(playground::file))
+        .route("/v1/policies/{module}/source", get(playground::source))
         .fallback(routes::not_found)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(state.clone(), guard::guard))
@@ -111,6 +123,7 @@ pub async fn run(config: Config) -> Result<(), String> {
         origins: guard::Origins::new(local, &config.allow_origins),
         deny_warnings: config.deny_warnings,
         dir: config.dir.clone(),
+        default_policy: config.default_policy.clone(),
         admin_token: config.admin_token.clone(),
         loopback: local.ip().is_loopback(),
         last_ok: Mutex::new(None),
@@ -122,6 +135,9 @@ pub async fn run(config: Config) -> Result<(), String> {
     // A failed first load still starts the server: /health says 503 until a reload works.
     let _ = state.clone().reload("startup").await;
     eprintln!("toolgate: listening on http://{local}");
+    if let Some(path) = &config.announce {
+        eprintln!("toolgate: playground at http://{local}{path}");
+    }
 
     if !config.poll.is_zero() {
         tokio::spawn(watch(state.clone(), config.poll));

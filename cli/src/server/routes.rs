@@ -205,13 +205,16 @@ pub async fn check(
     Ok(Json(result).into_response())
 }
 
-fn diagnostics(
+/// Diagnostics as JSON: severity, message, where (`file`, `line`, `col`, and the end of the
+/// span, `end_line`, `end_col`, for the playground's highlight), hint and rendering.
+pub(super) fn diagnostics(
     ds: &[toolgate_engine::Diagnostic],
     src: &toolgate_engine::SourceFile,
 ) -> Vec<Value> {
     ds.iter()
         .map(|d| {
             let at = src.line_col(d.span.start);
+            let end = src.line_col(d.span.end);
             let file = src.name_at(d.span.start);
             json!({
                 "severity": if d.is_error() { "error" } else { "warning" },
@@ -219,12 +222,25 @@ fn diagnostics(
                 "file": file,
                 "line": at.line,
                 "col": at.col,
+                "end_line": end.line,
+                "end_col": end.col,
                 "location": format!("{file}:{}:{}", at.line, at.col),
                 "help": d.help,
                 "rendered": d.render(src),
             })
         })
         .collect()
+}
+
+/// The loaded module names, sorted and quoted, for errors that must say which exist.
+pub(super) fn loaded_names(set: &PolicySet) -> String {
+    let mut names: Vec<String> = set.iter().map(|p| format!("`{}`", p.module())).collect();
+    names.sort();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
 }
 
 /// `GET /v1/policies`.
@@ -253,15 +269,20 @@ pub async fn policies(State(state): Shared) -> Json<Value> {
     }))
 }
 
-/// `GET /health`: 200 once a policy is loaded.
+/// `GET /health`: 200 once a policy is loaded; `degraded` (still 200, still serving) when
+/// the last reload failed, with that attempt.
 pub async fn health(State(state): Shared) -> Response {
     let set = state.store.snapshot();
     if set.is_empty() {
-        ApiError::unavailable("no policy is loaded").into_response()
-    } else {
-        Json(json!({"status": "ok", "policies": set.len(), "generation": set.generation()}))
-            .into_response()
+        return ApiError::unavailable("no policy is loaded").into_response();
     }
+    let last = state.last_attempt.lock().map(|g| g.clone()).unwrap_or(None);
+    let mut body = json!({"status": "ok", "policies": set.len(), "generation": set.generation()});
+    if let Some(failed) = last.filter(|r| !r.ok) {
+        body["status"] = "degraded".into();
+        body["last_reload"] = json!(failed);
+    }
+    Json(body).into_response()
 }
 
 /// `GET /metrics`.
@@ -305,14 +326,17 @@ pub fn body_rejection(r: &BytesRejection) -> ApiError {
 }
 
 impl AppState {
-    fn client_error(&self, e: ApiError) -> ApiError {
+    pub(super) fn client_error(&self, e: ApiError) -> ApiError {
         self.metrics
             .client_errors
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         e
     }
 
-    fn parse_body(&self, body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
+    pub(super) fn parse_body(
+        &self,
+        body: Result<Bytes, BytesRejection>,
+    ) -> Result<Value, ApiError> {
         let bytes = self.body_bytes(body)?;
         self.parse_text(self.body_text(&bytes)?)
     }
@@ -367,17 +391,29 @@ impl AppState {
         match name {
             Some(m) => set.get(m).ok_or_else(|| {
                 self.client_error(ApiError::not_found(format!(
-                    "no policy module `{m}` is loaded"
+                    "no policy module `{m}` is loaded; loaded: {}",
+                    loaded_names(set)
                 )))
             }),
-            None => set.only().ok_or_else(|| {
+            None => self.unnamed_policy(set).ok_or_else(|| {
                 self.client_error(ApiError::bad_request(
                     "schema",
-                    "several policies are loaded; name one",
+                    format!(
+                        "several policies are loaded ({}); name one with `policy`, or start \
+                         the server with --default-policy NAME",
+                        loaded_names(set)
+                    ),
                     Some("policy".into()),
                 ))
             }),
         }
+    }
+
+    /// The policy for a request that names none: the only one loaded, else the one
+    /// `--default-policy` names (when it is loaded).
+    pub(super) fn unnamed_policy<'a>(&self, set: &'a PolicySet) -> Option<&'a Arc<Policy>> {
+        set.only()
+            .or_else(|| self.default_policy.as_deref().and_then(|m| set.get(m)))
     }
 
     /// The (session, turn) pair, when both are given; an error when only one is.
@@ -484,7 +520,10 @@ impl AppState {
             (None, Some(only)) => only,
             (None, None) => {
                 let route = serde_json::from_str::<Route<'_>>(text).ok()?;
-                set.get(&route.policy?)?
+                match route.policy {
+                    Some(m) => set.get(&m)?,
+                    None => self.unnamed_policy(&set)?,
+                }
             }
         };
         // Checks the module the request names and its own latch names, before any session

@@ -34,8 +34,10 @@ pub struct AppState {
     pub origins: Origins,
     /// Refuse a load whose policies have any warning.
     pub deny_warnings: bool,
-    /// The policy directory.
+    /// The policy directory (or, for `toolgate playground`, one policy file).
     pub dir: PathBuf,
+    /// The module a request that names none is judged by when several are loaded.
+    pub default_policy: Option<String>,
     /// Bearer token for admin endpoints, if set.
     pub admin_token: Option<String>,
     /// Whether the server listens on loopback only.
@@ -109,6 +111,7 @@ impl AppState {
         };
         match result {
             Ok(set) => {
+                let serving = super::loader::describe(&set);
                 self.store.swap(set);
                 *generation = next;
                 self.metrics.reloads_ok.fetch_add(1, Relaxed);
@@ -119,12 +122,13 @@ impl AppState {
                 if let Ok(mut g) = self.last_attempt.lock() {
                     *g = Some(r);
                 }
-                eprintln!("toolgate: loaded generation {next} ({trigger})");
+                eprintln!("toolgate: loaded generation {next} ({trigger}): {serving}");
                 Ok(next)
             }
             Err(diagnostics) => {
                 self.metrics.reloads_failed.fetch_add(1, Relaxed);
-                eprintln!("toolgate: reload ({trigger}) failed; still serving generation {}:\n{diagnostics}", *generation);
+                let serving = super::loader::describe(&self.store.snapshot());
+                eprintln!("toolgate: reload ({trigger}) failed; still serving generation {} ({serving}):\n{diagnostics}", *generation);
                 if let Ok(mut g) = self.last_attempt.lock() {
                     *g = Some(report(false, Some(diagnostics.clone())));
                 }

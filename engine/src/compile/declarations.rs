@@ -434,9 +434,23 @@ impl Compiler {
         }
         let mut cats = Categories::default();
         let mut conds = Vec::new();
+        // Each requirement (a line's conjuncts) compiled once: together the rule's condition,
+        // apart what lets a denial name the one that failed.
+        let mut parts = Vec::new();
         self.in_untargeted_rule = decl.targets.is_empty();
         for e in &decl.requires {
-            let cond = self.cond(e, &mut cats);
+            let cond = match &e.kind {
+                ExprKind::And(ps) => {
+                    let line: Vec<_> = ps.iter().map(|p| self.cond(p, &mut cats)).collect();
+                    parts.extend(line.iter().cloned().zip(ps.iter()));
+                    line.into_iter().collect::<Option<Vec<_>>>().map(Cond::all)
+                }
+                _ => {
+                    let cond = self.cond(e, &mut cats);
+                    parts.push((cond.clone(), e));
+                    cond
+                }
+            };
             conds.push(cond);
         }
         self.in_untargeted_rule = false;
@@ -482,6 +496,10 @@ impl Compiler {
             None => refusal::rule(&decl.name.name, kind, &decl.requires, &hosts).into(),
         };
         let requirement = refusal::requirement(&decl.requires, &hosts);
+        let parts = match decl.refusal {
+            None => refusal::parts(&decl.name.name, kind, parts, &hosts),
+            Some(_) => Box::default(),
+        };
         let url_refusals = if cond.tests_hosts() {
             let custom = decl.refusal.as_ref().map(|r| r.node.as_str());
             Ambiguity::ALL
@@ -501,6 +519,7 @@ impl Compiler {
             refusal,
             url_refusals,
             requirement: requirement.into(),
+            parts,
             memo: None,
         })
     }

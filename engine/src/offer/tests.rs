@@ -84,7 +84,7 @@ fn payout_stage_offers_its_tools_in_executor_order_with_schemas_unchanged() {
     // A tool with no rules and no latch to mention keeps its description exactly.
     assert_eq!(offer.tools[0], tools[0]);
     let payout = described(&offer, "authorise_bacs_payout");
-    assert!(payout.starts_with("The authorise_bacs_payout tool.\n\nHARD REQUIREMENT: this function will refuse to run unless all of these hold: (1) `args.amount` must be a number and `args.amount` must be > 0 and `args.amount` must be <= 250; (2) `args.policy` must match `^POL-[0-9]{6}$`. Do not claim the action happened until the call succeeds."), "{payout}");
+    assert!(payout.starts_with("The authorise_bacs_payout tool.\n\nHARD REQUIREMENT: this function will refuse to run unless all of these hold: (1) `args.amount` must be a number and `args.amount` must be more than 0 and `args.amount` must be at most 250; (2) `args.policy` must be \"POL-\" followed by 6 digits. Do not claim the action happened until the call succeeds."), "{payout}");
     assert_eq!(
         offer
             .withheld
