@@ -43,10 +43,9 @@ fn load(py: Python<'_>, path: PathBuf) -> PyResult<PyPolicy> {
 fn stdlib_only(target: &ImportTarget<'_>) -> Result<ModuleText, String> {
     match target {
         ImportTarget::Stdlib(_) => toolgate_engine::resolve_stdlib(target),
-        ImportTarget::File { path, .. } => Err(format!(
-            "cannot import `{path}`: `toolgate.compile` resolves only `stdlib::` imports; \
+        ImportTarget::File { .. } => Err("`toolgate.compile` resolves only `stdlib::` imports; \
              use `toolgate.load(path)` to import files relative to a policy file"
-        )),
+            .into()),
     }
 }
 

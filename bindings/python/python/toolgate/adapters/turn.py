@@ -1,0 +1,190 @@
+"""The state of one user turn, for frameworks that show toolgate one tool call at a time.
+
+toolgate judges a *batch*: the latch pre-scan ORs every latch-setting call of the batch into
+the state before any call is judged, so ``[write, ingest]`` denies the write as surely as
+``[ingest, write]``. The Claude Agent SDK, the OpenAI Agents SDK and Google ADK instead ask
+about one call at a time. For them a ``Turn`` carries, between calls of one user turn:
+
+- the latch state each decision returned (it only ever grows within the turn), and
+- the calls that ran and succeeded (``facts.called``, for ``called_before`` rules), as the
+  adapter records them after the tool ran.
+
+What that guarantees:
+
+- every call is judged by the engine, with the facts the executor gave plus the turn's
+  latch state and successful calls so far; a denial reaches the model as the framework's
+  own refusal;
+- once a call that sets a latch has been *judged* in the turn (allowed or not), every later
+  call the latch blocks is denied until the executor starts a new turn;
+- the turn's state is never lost in the allowing direction: it is dropped only when the
+  executor (or the adapter, on the framework's "new user message" signal) starts a new turn;
+- if toolgate cannot judge a call (a request the engine refuses, an exception), the call is
+  denied with the reason, never allowed.
+
+What it cannot guarantee: a latch-blocked call judged *before* the setter in the same model
+message is allowed, because the setter has not been seen yet. That call was chosen by the
+model before the setter's output existed, so no content the setter brings in can have
+shaped it; but if your policy relies on order-independence within a batch, use the LangChain
+middleware (which sees the whole batch) or call ``Turn.judge`` with the whole batch yourself.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
+
+from .._native import Policy, PolicyStore
+
+Source = Union[Policy, PolicyStore]
+Facts = Union[Mapping[str, Any], Callable[[], Mapping[str, Any]], None]
+
+
+def _policy(source: Source) -> Policy:
+    return source.current() if isinstance(source, PolicyStore) else source
+
+
+def unjudged(call_id: str, tool: str, why: str) -> Dict[str, Any]:
+    """The denial an adapter gives a call toolgate could not judge (fail closed)."""
+    return {
+        "id": call_id,
+        "tool": tool,
+        "allow": False,
+        "kind": "unjudged",
+        "rule": "toolgate",
+        "reason": f"This call was not run: toolgate could not judge it ({why}).",
+    }
+
+
+class Turn:
+    """One user turn: the facts, the latch state so far, and the calls that succeeded.
+
+    Thread-safe: calls judged from several threads are judged one after another, each with
+    the state the previous left.
+    """
+
+    def __init__(self, policy: Source, facts: Optional[Mapping[str, Any]] = None) -> None:
+        facts = dict(facts or {})
+        self._source = policy
+        self._latched: Any = facts.pop("latched", False)
+        self._called: List[Dict[str, Any]] = list(facts.pop("called", None) or [])
+        self._facts = facts
+        self._next_id = 0
+        self._lock = threading.Lock()
+
+    @property
+    def latched(self) -> Any:
+        """The latch state after the calls judged so far (a bool, or a dict by latch name)."""
+        return self._latched
+
+    @property
+    def called(self) -> List[Dict[str, Any]]:
+        """The calls recorded so far, as ``facts.called`` entries."""
+        with self._lock:
+            return list(self._called)
+
+    def judge(self, calls: Iterable[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+        """Judges a batch of ``{"id", "tool", "args"}`` calls together; one decision each."""
+        calls = [dict(c) for c in calls]
+        return self._decide(lambda facts: {"facts": facts, "calls": calls}, [(str(c.get("id", "")), str(c.get("tool", ""))) for c in calls])
+
+    def _decide(self, build: Callable[[Dict[str, Any]], Any], who: List[Any]) -> List[Dict[str, Any]]:
+        with self._lock:
+            facts = dict(self._facts, latched=self._latched)
+            if self._called:
+                facts["called"] = list(self._called)
+            try:
+                response = _policy(self._source).decide(build(facts))
+            except Exception as e:  # noqa: BLE001 - any failure denies, with its reason
+                return [unjudged(call_id, tool, str(e)) for call_id, tool in who]
+            self._latched = response["latched"]
+            return response["decisions"]
+
+    def judge_one(self, tool: str, args: Any, call_id: Optional[str] = None) -> Dict[str, Any]:
+        """Judges one call as a batch of one, after the calls judged before it this turn."""
+        if call_id is None:
+            with self._lock:
+                self._next_id += 1
+                call_id = f"call-{self._next_id}"
+        if isinstance(args, (str, bytes)):
+            return self._judge_text(tool, args if isinstance(args, str) else args.decode("utf-8", "replace"), call_id)
+        if not isinstance(args, Mapping):
+            return unjudged(call_id, tool, "its arguments are not an object")
+        return self.judge([{"id": call_id, "tool": tool, "args": args}])[0]
+
+    def _judge_text(self, tool: str, raw: str, call_id: str) -> Dict[str, Any]:
+        """One call whose arguments are the model's raw JSON text: the engine's strict reader
+        reads them, so a key the model gave twice is refused instead of one copy judged and
+        the other run."""
+        try:
+            parsed = json.loads(raw)
+        except ValueError as e:
+            return unjudged(call_id, tool, f"its arguments are not JSON: {e}")
+        if not isinstance(parsed, dict):
+            return unjudged(call_id, tool, "its arguments are not an object")
+        # `raw` parsed as one complete object, so embedding it cannot close the request's
+        # own brackets; the engine re-reads it strictly.
+        head = json.dumps({"id": call_id, "tool": tool})[:-1]
+
+        def build(facts: Dict[str, Any]) -> str:
+            return f'{{"facts": {json.dumps(facts)}, "calls": [{head}, "args": {raw}}}]}}'
+
+        return self._decide(build, [(call_id, tool)])[0]
+
+    def record(self, tool: str, ok: bool = True) -> None:
+        """Records that ``tool`` ran (``ok``: it succeeded), for ``called_before`` rules."""
+        with self._lock:
+            self._called.append({"tool": tool, "ok": bool(ok)})
+
+
+class Gate:
+    """Holds a policy (or a ``PolicyStore``) and the executor's facts, and one ``Turn`` per
+    conversation key (a session id, or ``""`` for a gate used by one conversation).
+
+    ``facts`` is a mapping, or a function returning one, read when a turn starts: the stage,
+    filled fields and other facts the executor knows. A new turn starts on the framework's
+    "new user message" signal where the adapter sees one, or when the executor calls
+    ``start_turn``.
+    """
+
+    def __init__(self, policy: Source, facts: Facts = None) -> None:
+        self.policy = policy
+        self._facts = facts
+        self._turns: Dict[str, Turn] = {}
+        self._epochs: Dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def _read_facts(self) -> Mapping[str, Any]:
+        facts = self._facts() if callable(self._facts) else self._facts
+        return facts or {}
+
+    def start_turn(self, key: str = "", facts: Optional[Mapping[str, Any]] = None) -> Turn:
+        """Starts a new user turn for ``key``: latches clear, facts are read again."""
+        turn = Turn(self.policy, self._read_facts() if facts is None else facts)
+        with self._lock:
+            self._turns[key] = turn
+        return turn
+
+    def turn(self, key: str = "", epoch: Any = None) -> Turn:
+        """The current turn for ``key``, started if there is none yet.
+
+        ``epoch`` is the framework's id of the user turn where it has one (ADK's
+        ``invocation_id``, Claude's ``prompt_id``): a different epoch than the last one seen
+        for ``key`` starts a new turn.
+        """
+        with self._lock:
+            turn = self._turns.get(key)
+            if epoch is not None and self._epochs.get(key, epoch) != epoch:
+                turn = None
+            if epoch is not None:
+                self._epochs[key] = epoch
+            if turn is None:
+                turn = self._turns[key] = Turn(self.policy, self._read_facts())
+            return turn
+
+    def end(self, key: str = "") -> None:
+        """Forgets ``key``'s turn. Only for a conversation that is over: a later call under
+        the same key would start a fresh turn with its latches clear."""
+        with self._lock:
+            self._turns.pop(key, None)
+            self._epochs.pop(key, None)
