@@ -106,9 +106,7 @@ pub fn request_error(py: Python<'_>, e: &toolgate_engine::RequestError) -> PyErr
     use toolgate_engine::RequestError as E;
     let (field, line, column) = match e {
         E::Json { line, column, .. } => (None, Some(*line), Some(*column)),
-        E::DuplicateKey { path, line, column } => {
-            (Some(path.as_str()), Some(*line), Some(*column))
-        }
+        E::DuplicateKey { path, line, column } => (Some(path.as_str()), Some(*line), Some(*column)),
         E::Schema { path, .. } => (Some(path.as_str()), None, None),
         E::WrongPolicy { .. } => (Some(toolgate_engine::schema::POLICY), None, None),
     };

@@ -68,7 +68,10 @@ fn not_utf8(bytes: &[u8], valid_up_to: usize) -> RequestError {
         .iter()
         .rposition(|b| *b == b'\n')
         .map_or(0, |i| i + 1);
-    let column = String::from_utf8_lossy(&before[line_start..]).chars().count() + 1;
+    let column = String::from_utf8_lossy(&before[line_start..])
+        .chars()
+        .count()
+        + 1;
     RequestError::Json {
         line,
         column,

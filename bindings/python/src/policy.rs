@@ -101,8 +101,8 @@ impl PyPolicy {
         request: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let policy = &*self.inner;
-        let request = input::request(policy, input::read(py, request)?)
-            .map_err(|e| request_error(py, &e))?;
+        let request =
+            input::request(policy, input::read(py, request)?).map_err(|e| request_error(py, &e))?;
         to_python(py, &policy.explain(&request))
     }
 
@@ -116,11 +116,7 @@ impl PyPolicy {
 }
 
 /// Judges a checked request, releasing the GIL for a large batch.
-fn judge(
-    py: Python<'_>,
-    policy: &Policy,
-    request: &Request,
-) -> toolgate_engine::Response {
+fn judge(py: Python<'_>, policy: &Policy, request: &Request) -> toolgate_engine::Response {
     if request.calls.len() > DETACH_CALLS {
         py.detach(|| policy.decide(request))
     } else {
