@@ -1,30 +1,21 @@
 //! What `decide`, `offer` and `explain` accept: a `dict`, JSON text as `str`, or JSON text
-//! as `bytes`. Text goes through the engine's own readers (strict about duplicate keys, with
-//! line and column); a `dict` is read directly into `serde_json::Value`
-//! ([`crate::from_python`]), never through `json.dumps`.
+//! as `bytes`. All three reach the engine's own readers as text (strict about duplicate
+//! keys, with field paths); a `dict` is written as JSON in Rust ([`crate::from_python`]),
+//! never through `json.dumps`.
 
 use crate::errors::request_error;
 use crate::from_python;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
-use serde_json::Value;
 use std::borrow::Cow;
 use toolgate_engine::{OfferRequest, Policy, Request, RequestError};
 
-/// A request as handed in, before the engine reads it.
-pub enum Input<'a> {
-    /// JSON text (from `str`, or `bytes` that are UTF-8).
-    Text(Cow<'a, str>),
-    /// A `dict`, already read into a JSON value.
-    Value(Value),
-}
-
-/// Reads `obj` (a `dict`, `str` or `bytes`) as a request input.
-pub fn read<'a>(py: Python<'_>, obj: &'a Bound<'_, PyAny>) -> PyResult<Input<'a>> {
+/// Reads `obj` (a `dict`, `str` or `bytes`) as JSON request text.
+pub fn read<'a>(py: Python<'_>, obj: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, str>> {
     if let Ok(d) = obj.cast::<PyDict>() {
-        return from_python::to_value(d.as_any())
-            .map(Input::Value)
+        return from_python::to_json(d.as_any())
+            .map(Cow::Owned)
             .map_err(|e| {
                 let path = e.path();
                 let path = if path.is_empty() {
@@ -42,12 +33,12 @@ pub fn read<'a>(py: Python<'_>, obj: &'a Bound<'_, PyAny>) -> PyResult<Input<'a>
             });
     }
     if let Ok(s) = obj.cast::<PyString>() {
-        return s.to_cow().map(Input::Text);
+        return s.to_cow();
     }
     if let Ok(b) = obj.cast::<PyBytes>() {
         let bytes = b.as_bytes();
         return match std::str::from_utf8(bytes) {
-            Ok(text) => Ok(Input::Text(Cow::Borrowed(text))),
+            Ok(text) => Ok(Cow::Borrowed(text)),
             Err(e) => Err(request_error(py, &not_utf8(bytes, e.valid_up_to()))),
         };
     }
@@ -80,22 +71,16 @@ fn not_utf8(bytes: &[u8], valid_up_to: usize) -> RequestError {
 }
 
 /// A decision request read and checked against `policy` (its module, latch names and call
-/// ids), ready to judge.
-pub fn request(policy: &Policy, input: Input<'_>) -> Result<Request, RequestError> {
-    let request = match input {
-        Input::Text(text) => Request::from_json(&text)?,
-        Input::Value(value) => Request::from_value(value)?,
-    };
+/// ids), for `explain`.
+pub fn request(policy: &Policy, text: &str) -> Result<Request, RequestError> {
+    let request = Request::from_json(text)?;
     policy.check_request(&request)?;
     Ok(request)
 }
 
 /// An offer request read and checked against `policy` (its module and facts).
-pub fn offer_request(policy: &Policy, input: Input<'_>) -> Result<OfferRequest, RequestError> {
-    let offer = match input {
-        Input::Text(text) => OfferRequest::from_json(&text)?,
-        Input::Value(value) => OfferRequest::from_value(value)?,
-    };
+pub fn offer_request(policy: &Policy, text: &str) -> Result<OfferRequest, RequestError> {
+    let offer = OfferRequest::from_json(text)?;
     // The module check lives on requests; an empty request naming the same policy runs it.
     policy.check_request(&Request {
         policy: offer.policy.clone(),

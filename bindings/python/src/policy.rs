@@ -1,21 +1,18 @@
 //! `toolgate.Policy`: a compiled policy, immutable and safe to share across threads.
 
 use crate::errors::{diagnostics, request_error};
-use crate::input::{self, Input};
+use crate::input;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use pythonize::pythonize;
 use serde::Serialize;
 use std::sync::Arc;
-use toolgate_engine::{Policy, Request};
+use toolgate_engine::Policy;
 
-/// Above this many bytes of JSON text, `decide` releases the GIL while the engine reads and
-/// judges it. Below it, releasing and re-taking the GIL costs more than the work it frees
+/// Above this many bytes of JSON text (a `dict` is written as text first), `decide` releases
+/// the GIL while the engine reads and judges it. Below it, releasing and re-taking the GIL costs more than the work it frees
 /// (a batch of 4 is judged in well under a microsecond; see `bench/README.md`).
 pub const DETACH_TEXT_BYTES: usize = 16 * 1024;
-
-/// Above this many calls in a `dict` request, `decide` releases the GIL while judging.
-pub const DETACH_CALLS: usize = 64;
 
 /// A compiled policy. Compile one with `toolgate.compile` or `toolgate.load`; it never
 /// changes, so one `Policy` may serve every thread at once.
@@ -66,12 +63,11 @@ impl PyPolicy {
         request: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let policy = &*self.inner;
-        let response = match input::read(py, request)? {
-            Input::Text(text) if text.len() > DETACH_TEXT_BYTES => {
-                py.detach(|| policy.decide_json(&text))
-            }
-            Input::Text(text) => policy.decide_json(&text),
-            value => input::request(policy, value).map(|r| judge(py, policy, &r)),
+        let text = input::read(py, request)?;
+        let response = if text.len() > DETACH_TEXT_BYTES {
+            py.detach(|| policy.decide_json(&text))
+        } else {
+            policy.decide_json(&text)
         }
         .map_err(|e| request_error(py, &e))?;
         to_python(py, &response)
@@ -87,7 +83,7 @@ impl PyPolicy {
         request: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let policy = &*self.inner;
-        let offer = input::offer_request(policy, input::read(py, request)?)
+        let offer = input::offer_request(policy, &input::read(py, request)?)
             .map_err(|e| request_error(py, &e))?;
         to_python(py, &policy.offer(&offer.facts, &offer.tools))
     }
@@ -101,8 +97,8 @@ impl PyPolicy {
         request: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let policy = &*self.inner;
-        let request =
-            input::request(policy, input::read(py, request)?).map_err(|e| request_error(py, &e))?;
+        let request = input::request(policy, &input::read(py, request)?)
+            .map_err(|e| request_error(py, &e))?;
         to_python(py, &policy.explain(&request))
     }
 
@@ -112,15 +108,6 @@ impl PyPolicy {
             self.inner.module(),
             self.inner.revision()
         )
-    }
-}
-
-/// Judges a checked request, releasing the GIL for a large batch.
-fn judge(py: Python<'_>, policy: &Policy, request: &Request) -> toolgate_engine::Response {
-    if request.calls.len() > DETACH_CALLS {
-        py.detach(|| policy.decide(request))
-    } else {
-        policy.decide(request)
     }
 }
 
