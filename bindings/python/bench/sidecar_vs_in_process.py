@@ -13,6 +13,7 @@ report, not a test: nothing here passes or fails on a timing.
 
 import argparse
 import http.client
+import os
 import json
 import socket
 import statistics
@@ -31,9 +32,9 @@ GATE = REPO / "stdlib-rules" / "examples" / "coach.gate"
 BATCH = json.loads((REPO / "stdlib-rules" / "examples" / "coach.request.json").read_text())
 
 
-def per_call_us(fn, number, repeat=7):
+def per_call_us(fn, number, repeat=7, timer=time.perf_counter):
     """Median over `repeat` runs of `number` calls, in microseconds per call."""
-    runs = timeit.repeat(fn, number=number, repeat=repeat)
+    runs = timeit.repeat(fn, number=number, repeat=repeat, timer=timer)
     return statistics.median(runs) / number * 1e6
 
 
@@ -79,6 +80,9 @@ def main():
     in_str = per_call_us(lambda: policy.decide(text), args.number)
     in_bytes = per_call_us(lambda: policy.decide(raw), args.number)
     dumps_only = per_call_us(lambda: json.dumps(BATCH), args.number)
+    # CPU time of this process alone: steadier than wall time on a shared machine.
+    cpu_dict = per_call_us(lambda: policy.decide(BATCH), args.number, timer=time.process_time)
+    cpu_str = per_call_us(lambda: policy.decide(text), args.number, timer=time.process_time)
 
     port = free_port()
     proc = start_sidecar(args.toolgate, port)
@@ -110,11 +114,14 @@ def main():
         ("in process, decide(dict)", in_dict),
         ("in process, decide(str)", in_str),
         ("in process, decide(bytes)", in_bytes),
+        ("in process, decide(dict), CPU time", cpu_dict),
+        ("in process, decide(str), CPU time", cpu_str),
         ("json.dumps(batch) alone, for scale", dumps_only),
         ("sidecar, kept-alive http.client", sidecar_kept),
         ("sidecar, urllib.request (new connection)", sidecar_new),
     ]
-    print(f"batch of {len(BATCH['calls'])} calls ({GATE.name}), median per batch, Python {sys.version.split()[0]}")
+    load = os.getloadavg()[0]
+    print(f"batch of {len(BATCH['calls'])} calls ({GATE.name}), median per batch, Python {sys.version.split()[0]}, load {load:.1f}")
     for name, us in rows:
         print(f"  {name:44} {us:9.2f} us")
     print(f"  sidecar (kept-alive) / in process (dict): {sidecar_kept / in_dict:8.1f}x")
