@@ -260,3 +260,19 @@ def test_policy_store_swaps_under_threads_and_each_decision_sees_one_revision():
     assert not errors, errors
     assert store.current().revision == denies.revision
     assert sum(seen.values()) > 0
+
+
+def test_a_request_large_enough_to_release_the_gil_is_judged_alike_in_every_form():
+    # Over 16 KiB of JSON: the engine reads and judges it with the GIL released.
+    note = "x" * 40_000
+    request = {"facts": {"stage": "support"}, "calls": [call(1, "refund", amount=20, note=note), call(2, "web_fetch", url="https://example.com/")]}
+    expected = shop().decide(json.dumps(request))
+    assert [d["allow"] for d in expected["decisions"]] == [False, True]
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(shop().decide(request))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [expected] * 4
+    assert shop().decide(json.dumps(request).encode()) == expected
