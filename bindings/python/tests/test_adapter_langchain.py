@@ -97,3 +97,16 @@ def test_the_latch_lasts_the_turn_and_clears_on_the_next_user_message(agent_poli
     assert ran.tools() == ["web_fetch", "refund"]
 
 
+
+
+def test_the_async_path_judges_the_batch_the_same_way(agent_policy):
+    import asyncio
+
+    script = [
+        AIMessage("", tool_calls=[tool_call("c1", "refund", amount=20), tool_call("c2", "web_fetch", url="https://example.com")]),
+        AIMessage("done"),
+    ]
+    agent, _, ran = agent_with(agent_policy, script)
+    out = asyncio.run(agent.ainvoke({"messages": [HumanMessage("refund 20 and read the page")]}))
+    assert ran.tools() == ["web_fetch"]
+    assert tool_messages(out["messages"])["c1"].status == "error"

@@ -67,7 +67,12 @@ class Turn:
         facts = dict(facts or {})
         self._source = policy
         self._latched: Any = facts.pop("latched", False)
-        self._called: List[Dict[str, Any]] = list(facts.pop("called", None) or [])
+        # None: the executor did not say what was called, so `called_before` rules see the
+        # fact as absent (and fail open, as the policy says) until the turn records a call.
+        # A list, even empty, is known history: an empty `called` must reach the engine as
+        # "nothing was called", not be dropped into "unknown".
+        called = facts.pop("called", None)
+        self._called: Optional[List[Dict[str, Any]]] = None if called is None else list(called)
         self._facts = facts
         self._next_id = 0
         self._lock = threading.Lock()
@@ -81,7 +86,7 @@ class Turn:
     def called(self) -> List[Dict[str, Any]]:
         """The calls recorded so far, as ``facts.called`` entries."""
         with self._lock:
-            return list(self._called)
+            return list(self._called or [])
 
     def judge(self, calls: Iterable[Mapping[str, Any]]) -> List[Dict[str, Any]]:
         """Judges a batch of ``{"id", "tool", "args"}`` calls together; one decision each."""
@@ -91,7 +96,7 @@ class Turn:
     def _decide(self, build: Callable[[Dict[str, Any]], Any], who: List[Any]) -> List[Dict[str, Any]]:
         with self._lock:
             facts = dict(self._facts, latched=self._latched)
-            if self._called:
+            if self._called is not None:
                 facts["called"] = list(self._called)
             try:
                 response = _policy(self._source).decide(build(facts))
@@ -134,6 +139,8 @@ class Turn:
     def record(self, tool: str, ok: bool = True) -> None:
         """Records that ``tool`` ran (``ok``: it succeeded), for ``called_before`` rules."""
         with self._lock:
+            if self._called is None:
+                self._called = []
             self._called.append({"tool": tool, "ok": bool(ok)})
 
 
