@@ -93,3 +93,11 @@ def test_the_latch_holds_across_the_batch_and_clears_next_turn(agent_policy, as_
     # A new user message is a new invocation: the latch is clear again.
     assert responses(model.seen[3])["c3"] == {"result": "refunded 20"}
     assert ran.tools() == ["web_fetch", "refund"]
+
+
+@pytest.mark.parametrize("as_plugin", [False, True], ids=["callback", "plugin"])
+def test_the_whole_message_is_judged_so_a_write_before_the_ingest_is_denied_too(agent_policy, as_plugin):
+    script = [calls(("c1", "refund", {"amount": 20}), ("c2", "web_fetch", {"url": "https://example.com"})), text("done")]
+    ran, model = run(agent_policy, script, as_plugin)
+    assert "fetched web content" in responses(model.seen[1])["c1"]["error"]
+    assert ran.tools() == ["web_fetch"]

@@ -9,7 +9,7 @@ framework's own way of telling the model, carrying the refusal text:
 - ``toolgate.adapters.langchain``: LangChain v1 / LangGraph agent middleware (batch-aware);
 - ``toolgate.adapters.adk``: Google ADK ``before_tool_callback`` and plugin.
 
-Frameworks that show one call at a time keep the user turn's state in a ``Turn``
+Adapters for frameworks that ask about one call at a time keep the user turn's state in a ``Turn``
 (``toolgate.adapters.turn``); what that guarantees is documented there.
 """
 

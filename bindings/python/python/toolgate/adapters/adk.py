@@ -13,14 +13,16 @@ For a denied call the callback returns ``{"error": reason, "toolgate": {...}}``:
 the tool and sends that dict to the model as the function response. An allowed call returns
 ``None`` and runs.
 
-ADK asks about one call at a time, so the gate keeps a ``Turn`` per session, started afresh
-whenever the ``invocation_id`` (one user message) changes; ``after_tool_callback`` records
-each call that ran. See ``toolgate.adapters.turn`` for what that guarantees.
+ADK asks about one call at a time, but the model's message is in the session by then, so the
+adapter judges the message's whole batch at its first call: the latch pre-scan holds as in
+the engine (``[write, ingest]`` denies the write). The gate keeps a ``Turn`` per session,
+started afresh whenever the ``invocation_id`` (one user message) changes, for the latch
+state between model messages; ``after_tool_callback`` records each call that ran.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .turn import Gate, Turn
 
@@ -32,6 +34,18 @@ def _denial(decision: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
+def _batch_of(tool_context: Any, call_id: Optional[str]) -> Optional[Tuple[str, List[Dict[str, Any]]]]:
+    """The model event holding ``call_id`` and all its calls, from the session."""
+    session = getattr(tool_context, "session", None)
+    if call_id is None or session is None:
+        return None
+    for event in reversed(getattr(session, "events", None) or []):
+        calls = event.get_function_calls() if hasattr(event, "get_function_calls") else []
+        if any(c.id == call_id for c in calls):
+            return event.id, [{"id": c.id, "tool": c.name, "args": dict(c.args or {})} for c in calls]
+    return None
+
+
 class AdkGate(Gate):
     """Tool callbacks for an ``LlmAgent``, and ``plugin()`` for a ``Runner``."""
 
@@ -40,8 +54,24 @@ class AdkGate(Gate):
         return self.turn(getattr(session, "id", "") or "", epoch=getattr(tool_context, "invocation_id", None))
 
     def before_tool_callback(self, tool: Any, args: Dict[str, Any], tool_context: Any) -> Optional[Dict[str, Any]]:
-        """``None`` for an allowed call; the refusal dict (the tool's result) for a denied one."""
-        decision = self._turn_of(tool_context).judge_one(tool.name, args, getattr(tool_context, "function_call_id", None))
+        """``None`` for an allowed call; the refusal dict (the tool's result) for a denied one.
+
+        The model's message is already in the session when ADK runs its tools, so the whole
+        batch is judged together at its first call (the latch pre-scan holds); a call whose
+        arguments were changed since, or whose message cannot be found, is judged alone
+        with the turn's state.
+        """
+        turn = self._turn_of(tool_context)
+        call_id = getattr(tool_context, "function_call_id", None)
+        batch = _batch_of(tool_context, call_id)
+        decision = None
+        if batch is not None:
+            event_id, calls = batch
+            mine = next(c for c in calls if c["id"] == call_id)
+            if mine["tool"] == tool.name and mine["args"] == dict(args or {}):
+                decision = turn.judge_in_batch(event_id, calls, call_id)
+        if decision is None:
+            decision = turn.judge_one(tool.name, args, call_id)
         return None if decision["allow"] else _denial(decision)
 
     def after_tool_callback(self, tool: Any, args: Dict[str, Any], tool_context: Any, tool_response: Any) -> None:

@@ -2,8 +2,10 @@
 
 toolgate judges a *batch*: the latch pre-scan ORs every latch-setting call of the batch into
 the state before any call is judged, so ``[write, ingest]`` denies the write as surely as
-``[ingest, write]``. The Claude Agent SDK, the OpenAI Agents SDK and Google ADK instead ask
-about one call at a time. For them a ``Turn`` carries, between calls of one user turn:
+``[ingest, write]``. The Claude Agent SDK and the OpenAI Agents SDK instead ask about one call
+at a time and show nothing else of the model's message (Google ADK asks per call too, but its
+adapter finds the message in the session and uses ``Turn.judge_in_batch``). A ``Turn``
+carries, between calls of one user turn:
 
 - the latch state each decision returned (it only ever grows within the turn), and
 - the calls that ran and succeeded (``facts.called``, for ``called_before`` rules), as the
@@ -76,6 +78,9 @@ class Turn:
         self._facts = facts
         self._next_id = 0
         self._lock = threading.Lock()
+        # Decisions of batches judged whole, by the framework's id of the model message.
+        self._batches: Dict[str, Dict[str, Dict[str, Any]]] = {}
+        self._batch_lock = threading.Lock()
 
     @property
     def latched(self) -> Any:
@@ -92,6 +97,20 @@ class Turn:
         """Judges a batch of ``{"id", "tool", "args"}`` calls together; one decision each."""
         calls = [dict(c) for c in calls]
         return self._decide(lambda facts: {"facts": facts, "calls": calls}, [(str(c.get("id", "")), str(c.get("tool", ""))) for c in calls])
+
+    def judge_in_batch(self, batch_id: str, calls: List[Mapping[str, Any]], call_id: str) -> Dict[str, Any]:
+        """The decision for ``call_id``, judging the whole batch it came in (the model
+        message ``batch_id``) the first time any of its calls is asked about, so the latch
+        pre-scan holds as in the engine. For frameworks that call a hook per call but let it
+        see the model's message."""
+        with self._batch_lock:
+            decisions = self._batches.get(batch_id)
+            if decisions is None:
+                decisions = self._batches[batch_id] = {d["id"]: d for d in self.judge(calls)}
+        decision = decisions.get(call_id)
+        if decision is None:
+            return unjudged(call_id, "", "the call was not in the batch toolgate judged")
+        return decision
 
     def _decide(self, build: Callable[[Dict[str, Any]], Any], who: List[Any]) -> List[Dict[str, Any]]:
         with self._lock:
