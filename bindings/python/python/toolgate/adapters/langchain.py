@@ -11,7 +11,7 @@ pre-scan holds exactly as in the engine: ``[write, ingest]`` denies the write. T
 go into the agent state (a private key), and ``wrap_tool_call`` answers each call from them:
 an allowed call runs; a denied one does not, and the model receives
 ``ToolMessage(content=reason, status="error")``. A call with no verdict (added after the
-model spoke, or renamed since) is denied.
+model spoke, or renamed since) or whose arguments changed since it was judged is denied.
 
 State: ``before_agent`` starts each invocation (one user message) with latches clear; the
 latch state of the turn travels in the agent state between model messages, so it survives a
@@ -96,7 +96,8 @@ def _build() -> type:
                 response = policy.decide({"facts": facts, "calls": calls})
             except Exception as e:  # noqa: BLE001 - any failure denies, with its reason
                 return {VERDICTS: {c["id"]: unjudged(c["id"], c["tool"], str(e)) for c in calls}}
-            return {LATCHED: response["latched"], VERDICTS: {d["id"]: d for d in response["decisions"]}}
+            args = {c["id"]: c["args"] for c in calls}
+            return {LATCHED: response["latched"], VERDICTS: {d["id"]: dict(d, judged_args=args[d["id"]]) for d in response["decisions"]}}
 
         async def aafter_model(self, state: Any, runtime: Any) -> Optional[Dict[str, Any]]:
             return self.after_model(state, runtime)
@@ -107,6 +108,8 @@ def _build() -> type:
             verdict = (request.state.get(VERDICTS) or {}).get(call_id) if isinstance(request.state, Mapping) else None
             if verdict is None or verdict["tool"] != call["name"]:
                 verdict = unjudged(call_id, call["name"], "the call was not in the model message toolgate judged")
+            elif verdict.get("judged_args", {}) != (call.get("args") or {}):
+                verdict = unjudged(call_id, call["name"], "its arguments changed after toolgate judged them")
             if verdict["allow"]:
                 return None
             return ToolMessage(content=verdict["reason"], tool_call_id=call.get("id"), name=call["name"], status="error")
