@@ -10,8 +10,9 @@ use std::sync::Arc;
 use toolgate_engine::Policy;
 
 /// Above this many bytes of JSON text (a `dict` is written as text first), `decide` releases
-/// the GIL while the engine reads and judges it. Below it, releasing and re-taking the GIL costs more than the work it frees
-/// (a batch of 4 is judged in well under a microsecond; see `bench/README.md`).
+/// the GIL while the engine reads and judges it. Below it there is little to free: the
+/// engine's part of a batch of 4 is 2-3 µs, and converting the input and building the
+/// response need the GIL anyway (`bench/README.md`).
 pub const DETACH_TEXT_BYTES: usize = 16 * 1024;
 
 /// A compiled policy. Compile one with `toolgate.compile` or `toolgate.load`; it never
