@@ -41,14 +41,14 @@ class ScriptedModel(Model):
         raise NotImplementedError
 
 
-def run(policy, script):
+def run(policy, script, batch_hooks=False):
     ran = Executed()
 
     gate = OpenAIAgentsGate(policy, facts={"stage": "main"})
     model = ScriptedModel(script)
     agent = Agent(name="shop", model=model, tools=gate.protect(*(function_tool(f) for f in shop_tools(ran))))
     gate.start_turn()
-    asyncio.run(Runner.run(agent, "help me"))
+    asyncio.run(Runner.run(agent, "help me", hooks=gate.run_hooks() if batch_hooks else None))
     return ran, model, gate
 
 
@@ -82,3 +82,16 @@ def test_the_latch_holds_across_the_batch(agent_policy):
     assert ran.tools() == ["web_fetch"]
     assert "fetched web content" in outputs(model.seen[1])["c2"]
     assert gate.turn().latched is True
+
+
+def test_with_run_hooks_the_whole_response_is_judged_so_a_write_before_the_ingest_is_denied(agent_policy):
+    script = [[fn_call("c1", "refund", {"amount": 20}), fn_call("c2", "web_fetch", {"url": "https://example.com"})], [say("done")]]
+    ran, model, _ = run(agent_policy, script, batch_hooks=True)
+    assert "fetched web content" in outputs(model.seen[1])["c1"]
+    assert ran.tools() == ["web_fetch"]
+
+
+def test_with_run_hooks_a_duplicate_key_is_still_refused(agent_policy):
+    ran, model, _ = run(agent_policy, [[fn_call("c1", "refund", '{"amount": 5, "amount": 5000}')], [say("sorry")]], batch_hooks=True)
+    assert ran.tools() == []
+    assert "twice" in outputs(model.seen[1])["c1"]

@@ -64,14 +64,9 @@ class AdkGate(Gate):
         turn = self._turn_of(tool_context)
         call_id = getattr(tool_context, "function_call_id", None)
         batch = _batch_of(tool_context, call_id)
-        decision = None
         if batch is not None:
-            event_id, calls = batch
-            mine = next(c for c in calls if c["id"] == call_id)
-            if mine["tool"] == tool.name and mine["args"] == dict(args or {}):
-                decision = turn.judge_in_batch(event_id, calls, call_id)
-        if decision is None:
-            decision = turn.judge_one(tool.name, args, call_id)
+            turn.judge_batch_once(*batch)
+        decision = turn.batch_decision(call_id, tool.name, dict(args or {})) or turn.judge_one(tool.name, args, call_id)
         return None if decision["allow"] else _denial(decision)
 
     def after_tool_callback(self, tool: Any, args: Dict[str, Any], tool_context: Any, tool_response: Any) -> None:

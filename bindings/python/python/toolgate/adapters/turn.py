@@ -2,10 +2,11 @@
 
 toolgate judges a *batch*: the latch pre-scan ORs every latch-setting call of the batch into
 the state before any call is judged, so ``[write, ingest]`` denies the write as surely as
-``[ingest, write]``. The Claude Agent SDK and the OpenAI Agents SDK instead ask about one call
-at a time and show nothing else of the model's message (Google ADK asks per call too, but its
-adapter finds the message in the session and uses ``Turn.judge_in_batch``). A ``Turn``
-carries, between calls of one user turn:
+``[ingest, write]``. The Claude Agent SDK, the OpenAI Agents SDK and Google ADK instead ask
+about one call at a time. Where the adapter can still see the model's whole message (ADK's
+session, the OpenAI SDK's ``on_llm_end``) it judges the batch once with
+``Turn.judge_batch_once`` and answers each call from it; otherwise (Claude) each call is
+judged alone, in order. A ``Turn`` carries, between calls of one user turn:
 
 - the latch state each decision returned (it only ever grows within the turn), and
 - the calls that ran and succeeded (``facts.called``, for ``called_before`` rules), as the
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .._native import Policy, PolicyStore
 
@@ -58,6 +59,15 @@ def unjudged(call_id: str, tool: str, why: str) -> Dict[str, Any]:
     }
 
 
+def _not_an_object(raw: str) -> Optional[str]:
+    """Why ``raw`` is not the JSON text of one object, or ``None``."""
+    try:
+        parsed = json.loads(raw)
+    except ValueError as e:
+        return f"its arguments are not JSON: {e}"
+    return None if isinstance(parsed, dict) else "its arguments are not an object"
+
+
 class Turn:
     """One user turn: the facts, the latch state so far, and the calls that succeeded.
 
@@ -79,7 +89,7 @@ class Turn:
         self._next_id = 0
         self._lock = threading.Lock()
         # Decisions of batches judged whole, by the framework's id of the model message.
-        self._batches: Dict[str, Dict[str, Dict[str, Any]]] = {}
+        self._batches: Dict[str, Dict[str, Tuple[Dict[str, Any], Any]]] = {}
         self._batch_lock = threading.Lock()
 
     @property
@@ -98,19 +108,55 @@ class Turn:
         calls = [dict(c) for c in calls]
         return self._decide(lambda facts: {"facts": facts, "calls": calls}, [(str(c.get("id", "")), str(c.get("tool", ""))) for c in calls])
 
-    def judge_in_batch(self, batch_id: str, calls: List[Mapping[str, Any]], call_id: str) -> Dict[str, Any]:
-        """The decision for ``call_id``, judging the whole batch it came in (the model
-        message ``batch_id``) the first time any of its calls is asked about, so the latch
-        pre-scan holds as in the engine. For frameworks that call a hook per call but let it
-        see the model's message."""
+    def judge_raw(self, calls: Sequence[Tuple[str, str, str]]) -> List[Dict[str, Any]]:
+        """Judges ``(id, tool, raw_arguments)`` calls together, each with its arguments as
+        the model's raw JSON text: the engine's strict reader reads them, so a key the model
+        gave twice is refused instead of one copy judged and the other run. A call whose
+        text is not a JSON object is denied, and still counts in the batch's latch
+        pre-scan (judged with no arguments)."""
+        parts, bad = [], {}
+        for call_id, tool, raw in calls:
+            why = _not_an_object(raw)
+            if why is not None:
+                bad[call_id] = unjudged(call_id, tool, why)
+                raw = "{}"
+            # `raw` parsed as one complete object, so embedding it cannot close the
+            # request's own brackets; the engine re-reads it strictly.
+            parts.append(json.dumps({"id": call_id, "tool": tool})[:-1] + f', "args": {raw}}}')
+
+        def build(facts: Dict[str, Any]) -> str:
+            return f'{{"facts": {json.dumps(facts)}, "calls": [{", ".join(parts)}]}}'
+
+        decisions = self._decide(build, [(call_id, tool) for call_id, tool, _ in calls])
+        return [bad.get(d["id"], d) for d in decisions]
+
+    def judge_batch_once(self, batch_id: str, calls: Sequence[Any], raw: bool = False) -> None:
+        """Judges the model message ``batch_id`` whole, once: its ``{"id", "tool", "args"}``
+        calls (``raw``: ``(id, tool, raw_arguments)`` tuples, see ``judge_raw``). Later,
+        ``batch_decision`` answers each call from it, so the latch pre-scan holds as in the
+        engine. For frameworks that call a hook per call but let the adapter see the model's
+        message."""
         with self._batch_lock:
-            decisions = self._batches.get(batch_id)
-            if decisions is None:
-                decisions = self._batches[batch_id] = {d["id"]: d for d in self.judge(calls)}
-        decision = decisions.get(call_id)
-        if decision is None:
-            return unjudged(call_id, "", "the call was not in the batch toolgate judged")
-        return decision
+            if batch_id in self._batches:
+                return
+            if raw:
+                judged = self.judge_raw(calls)
+                args = {c[0]: (c[1], c[2]) for c in calls}
+            else:
+                judged = self.judge(calls)
+                args = {str(c["id"]): (c["tool"], dict(c.get("args") or {})) for c in calls}
+            self._batches[batch_id] = {d["id"]: (d, args.get(d["id"])) for d in judged}
+
+    def batch_decision(self, call_id: Optional[str], tool: str, args: Any) -> Optional[Dict[str, Any]]:
+        """The decision a batch judged by ``judge_batch_once`` holds for this call, if it was
+        judged with this tool name and these arguments; else ``None`` (judge it alone)."""
+        with self._batch_lock:
+            for decisions in self._batches.values():
+                found = decisions.get(call_id) if call_id is not None else None
+                if found is not None:
+                    decision, judged = found
+                    return decision if judged == (tool, args) else None
+        return None
 
     def _decide(self, build: Callable[[Dict[str, Any]], Any], who: List[Any]) -> List[Dict[str, Any]]:
         with self._lock:
@@ -131,29 +177,11 @@ class Turn:
                 self._next_id += 1
                 call_id = f"call-{self._next_id}"
         if isinstance(args, (str, bytes)):
-            return self._judge_text(tool, args if isinstance(args, str) else args.decode("utf-8", "replace"), call_id)
+            text = args if isinstance(args, str) else args.decode("utf-8", "replace")
+            return self.judge_raw([(call_id, tool, text)])[0]
         if not isinstance(args, Mapping):
             return unjudged(call_id, tool, "its arguments are not an object")
         return self.judge([{"id": call_id, "tool": tool, "args": args}])[0]
-
-    def _judge_text(self, tool: str, raw: str, call_id: str) -> Dict[str, Any]:
-        """One call whose arguments are the model's raw JSON text: the engine's strict reader
-        reads them, so a key the model gave twice is refused instead of one copy judged and
-        the other run."""
-        try:
-            parsed = json.loads(raw)
-        except ValueError as e:
-            return unjudged(call_id, tool, f"its arguments are not JSON: {e}")
-        if not isinstance(parsed, dict):
-            return unjudged(call_id, tool, "its arguments are not an object")
-        # `raw` parsed as one complete object, so embedding it cannot close the request's
-        # own brackets; the engine re-reads it strictly.
-        head = json.dumps({"id": call_id, "tool": tool})[:-1]
-
-        def build(facts: Dict[str, Any]) -> str:
-            return f'{{"facts": {json.dumps(facts)}, "calls": [{head}, "args": {raw}}}]}}'
-
-        return self._decide(build, [(call_id, tool)])[0]
 
     def record(self, tool: str, ok: bool = True) -> None:
         """Records that ``tool`` ran (``ok``: it succeeded), for ``called_before`` rules."""
