@@ -1,0 +1,126 @@
+"""LangChain v1 / LangGraph: an agent middleware that judges each model message's tool calls
+as one batch.
+
+    from langchain.agents import create_agent
+    from toolgate.adapters.langchain import toolgate_middleware
+
+    agent = create_agent(model, tools, middleware=[toolgate_middleware(policy, facts={"stage": "main"})])
+
+``after_model`` judges every tool call of the model's message together, so the latch
+pre-scan holds exactly as in the engine: ``[write, ingest]`` denies the write. The verdicts
+go into the agent state (a private key), and ``wrap_tool_call`` answers each call from them:
+an allowed call runs; a denied one does not, and the model receives
+``ToolMessage(content=reason, status="error")``. A call with no verdict (added after the
+model spoke, or renamed since) or whose arguments changed since it was judged is denied.
+
+State: ``before_agent`` starts each invocation (one user message) with latches clear; the
+latch state of the turn travels in the agent state between model messages, so it survives a
+checkpointer. ``facts.called`` is taken from the conversation's ``ToolMessage``s (a call
+succeeded unless its status is ``"error"``) unless the facts you pass give it.
+"""
+
+
+from typing import Any, Callable, Dict, Mapping, Optional, Union
+
+from .._native import Policy, PolicyStore
+from .turn import unjudged
+
+LATCHED = "toolgate_latched"
+VERDICTS = "toolgate_verdicts"
+
+Facts = Union[Mapping[str, Any], Callable[[Any, Any], Mapping[str, Any]], None]
+
+_CLASS: Optional[type] = None
+
+
+def toolgate_middleware(policy: Union[Policy, PolicyStore], facts: Facts = None) -> Any:
+    """An ``AgentMiddleware`` for ``create_agent``.
+
+    ``facts`` is a mapping, or a function ``(state, runtime) -> mapping`` called for every
+    model message (the stage, filled fields, ...).
+    """
+    return _middleware_class()(policy, facts)
+
+
+def _middleware_class() -> type:
+    global _CLASS
+    if _CLASS is None:
+        _CLASS = _build()
+    return _CLASS
+
+
+def _build() -> type:
+    from typing import Annotated
+
+    from langchain.agents.middleware import AgentMiddleware, AgentState
+    from langchain.agents.middleware.types import PrivateStateAttr
+    from langchain_core.messages import AIMessage, ToolMessage
+    from typing_extensions import NotRequired
+
+    class ToolgateState(AgentState):
+        toolgate_latched: NotRequired[Annotated[Any, PrivateStateAttr]]
+        toolgate_verdicts: NotRequired[Annotated[Dict[str, Any], PrivateStateAttr]]
+
+    class ToolgateMiddleware(AgentMiddleware):
+        """Judges each model message's tool calls as one batch; denials become error
+        ``ToolMessage``s carrying the refusal."""
+
+        state_schema = ToolgateState
+
+        def __init__(self, policy: Union[Policy, PolicyStore], facts: Facts = None) -> None:
+            super().__init__()
+            self.policy = policy
+            self.facts = facts
+
+        def before_agent(self, state: Any, runtime: Any) -> Dict[str, Any]:
+            """A new user message: latches clear, no verdicts."""
+            return {LATCHED: False, VERDICTS: {}}
+
+        async def abefore_agent(self, state: Any, runtime: Any) -> Dict[str, Any]:
+            return self.before_agent(state, runtime)
+
+        def after_model(self, state: Any, runtime: Any) -> Optional[Dict[str, Any]]:
+            """Judges every tool call of the model's message together."""
+            message = next((m for m in reversed(state["messages"]) if isinstance(m, AIMessage)), None)
+            if message is None or not message.tool_calls:
+                return None
+            calls = [{"id": str(c.get("id")), "tool": c["name"], "args": c.get("args") or {}} for c in message.tool_calls]
+            facts = dict(self.facts(state, runtime) if callable(self.facts) else (self.facts or {}))
+            facts["latched"] = state.get(LATCHED, False)
+            if "called" not in facts:
+                facts["called"] = [
+                    {"tool": m.name, "ok": m.status != "error"} for m in state["messages"] if isinstance(m, ToolMessage) and m.name
+                ]
+            policy = self.policy.current() if isinstance(self.policy, PolicyStore) else self.policy
+            try:
+                response = policy.decide({"facts": facts, "calls": calls})
+            except Exception as e:  # noqa: BLE001 - any failure denies, with its reason
+                return {VERDICTS: {c["id"]: unjudged(c["id"], c["tool"], str(e)) for c in calls}}
+            args = {c["id"]: c["args"] for c in calls}
+            return {LATCHED: response["latched"], VERDICTS: {d["id"]: dict(d, judged_args=args[d["id"]]) for d in response["decisions"]}}
+
+        async def aafter_model(self, state: Any, runtime: Any) -> Optional[Dict[str, Any]]:
+            return self.after_model(state, runtime)
+
+        def _refusal(self, request: Any) -> Optional[Any]:
+            call = request.tool_call
+            call_id = str(call.get("id"))
+            verdict = (request.state.get(VERDICTS) or {}).get(call_id) if isinstance(request.state, Mapping) else None
+            if verdict is None or verdict["tool"] != call["name"]:
+                verdict = unjudged(call_id, call["name"], "the call was not in the model message toolgate judged")
+            elif verdict.get("judged_args", {}) != (call.get("args") or {}):
+                verdict = unjudged(call_id, call["name"], "its arguments changed after toolgate judged them")
+            if verdict["allow"]:
+                return None
+            return ToolMessage(content=verdict["reason"], tool_call_id=call.get("id"), name=call["name"], status="error")
+
+        def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+            """Runs an allowed call; answers a denied one with an error ``ToolMessage``."""
+            refusal = self._refusal(request)
+            return handler(request) if refusal is None else refusal
+
+        async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+            refusal = self._refusal(request)
+            return await handler(request) if refusal is None else refusal
+
+    return ToolgateMiddleware

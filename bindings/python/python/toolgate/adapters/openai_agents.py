@@ -1,0 +1,87 @@
+"""OpenAI Agents SDK: a ``tool_input_guardrail`` that rejects what the policy denies.
+
+    from toolgate.adapters.openai_agents import OpenAIAgentsGate
+
+    gate = OpenAIAgentsGate(toolgate.load("agent.gate"), facts={"stage": "main"})
+    agent = Agent(name="shop", tools=gate.protect(refund, web_fetch))
+    gate.start_turn()                      # once per user message
+    await Runner.run(agent, user_message, hooks=gate.run_hooks())
+
+A denial answers ``ToolGuardrailFunctionOutput.reject_content(reason)``: the tool does not
+run and the model receives the refusal instead of its result; the run goes on. The SDK
+applies tool guardrails to ``function_tool`` tools only; hosted tools, handoffs and
+``Agent.as_tool()`` are not covered (its own documented limit), so keep those out of a stage
+that needs guarding.
+
+The guardrail is asked about one call at a time; with ``run_hooks()`` passed to the run, the
+adapter judges each model response's function calls as one batch when the model answers
+(``on_llm_end``), so the latch pre-scan holds as in the engine. The gate keeps a ``Turn`` for
+the latch state between model responses; start one per user message with ``start_turn()``.
+The model's raw argument text is judged by the engine's strict reader (a key given twice is
+refused). See ``toolgate.adapters.turn``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .turn import Gate
+
+
+class OpenAIAgentsGate(Gate):
+    """The input guardrail (judge) and output guardrail (record a call that ran)."""
+
+    def input_guardrail(self) -> Any:
+        """A ``ToolInputGuardrail`` judging each call before it runs."""
+        from agents import ToolGuardrailFunctionOutput, tool_input_guardrail
+
+        @tool_input_guardrail(name="toolgate")
+        def toolgate_judge(data: Any) -> Any:
+            ctx = data.context
+            turn, raw = self.turn(), ctx.tool_arguments or "{}"
+            decision = turn.batch_decision(ctx.tool_call_id, ctx.tool_name, raw) or turn.judge_one(ctx.tool_name, raw, ctx.tool_call_id)
+            if decision["allow"]:
+                return ToolGuardrailFunctionOutput.allow(output_info=decision)
+            return ToolGuardrailFunctionOutput.reject_content(decision["reason"], output_info=decision)
+
+        return toolgate_judge
+
+    def output_guardrail(self) -> Any:
+        """A ``ToolOutputGuardrail`` that records each call that ran, for ``called_before``."""
+        from agents import ToolGuardrailFunctionOutput, tool_output_guardrail
+
+        @tool_output_guardrail(name="toolgate_record")
+        def toolgate_record(data: Any) -> Any:
+            self.turn().record(data.context.tool_name, ok=True)
+            return ToolGuardrailFunctionOutput.allow()
+
+        return toolgate_record
+
+    def run_hooks(self) -> Any:
+        """``RunHooks`` for ``Runner.run(..., hooks=gate.run_hooks())``: when the model answers,
+        its whole batch of function calls is judged together, so the latch pre-scan holds
+        as in the engine (``[write, ingest]`` denies the write); the guardrail then answers
+        each call from that judgement. Without them each call is judged alone, in order."""
+        from agents import RunHooks
+
+        gate = self
+
+        class ToolgateRunHooks(RunHooks):
+            async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+                calls = [
+                    (item.call_id, item.name, item.arguments or "{}")
+                    for item in getattr(response, "output", None) or []
+                    if getattr(item, "type", None) == "function_call"
+                ]
+                if calls:
+                    gate.turn().judge_batch_once(",".join(c[0] for c in calls), calls, raw=True)
+
+        return ToolgateRunHooks()
+
+    def protect(self, *tools: Any) -> list:
+        """Adds both guardrails to each ``FunctionTool`` and returns the tools as a list."""
+        judge, record = self.input_guardrail(), self.output_guardrail()
+        for tool in tools:
+            tool.tool_input_guardrails = [*(getattr(tool, "tool_input_guardrails", None) or []), judge]
+            tool.tool_output_guardrails = [*(getattr(tool, "tool_output_guardrails", None) or []), record]
+        return list(tools)

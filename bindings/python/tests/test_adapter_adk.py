@@ -1,0 +1,103 @@
+"""Google ADK `InMemoryRunner` with toolgate's tool callbacks (agent-level and plugin),
+driven by a scripted model implementing ADK's own `BaseLlm`: no network, no real model."""
+
+import asyncio
+from typing import Any, AsyncGenerator, List
+
+import pytest
+from google.adk.agents import LlmAgent
+from google.adk.apps import App
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import InMemoryRunner
+from google.genai import types
+
+from conftest import Executed, shop_tools
+from toolgate.adapters.adk import AdkGate
+
+
+class ScriptedLlm(BaseLlm):
+    """Answers each model call with the next scripted content, keeping the requests."""
+
+    script: List[Any] = []
+    seen: List[Any] = []
+
+    async def generate_content_async(self, llm_request, stream: bool = False) -> AsyncGenerator[LlmResponse, None]:
+        self.seen.append(llm_request)
+        yield LlmResponse(content=self.script.pop(0))
+
+
+def calls(*fcs):
+    return types.Content(role="model", parts=[types.Part(function_call=types.FunctionCall(id=i, name=n, args=a)) for i, n, a in fcs])
+
+
+def text(t):
+    return types.Content(role="model", parts=[types.Part(text=t)])
+
+
+def run(policy, script, as_plugin=False, messages=("help me",)):
+    ran = Executed()
+    gate = AdkGate(policy, facts={"stage": "main"})
+    model = ScriptedLlm(model="scripted", script=list(script), seen=[])
+    callbacks = {} if as_plugin else {"before_tool_callback": gate.before_tool_callback, "after_tool_callback": gate.after_tool_callback}
+    agent = LlmAgent(name="shop", model=model, tools=shop_tools(ran), **callbacks)
+    runner = InMemoryRunner(app=App(name="shop", root_agent=agent, plugins=[gate.plugin()] if as_plugin else []))
+
+    async def go():
+        session = await runner.session_service.create_session(app_name="shop", user_id="u")
+        for message in messages:
+            content = types.Content(role="user", parts=[types.Part(text=message)])
+            async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=content):
+                pass
+
+    asyncio.run(go())
+    return ran, model
+
+
+def responses(llm_request):
+    """The function responses the model is sent, by call id."""
+    out = {}
+    for content in llm_request.contents:
+        for part in content.parts or []:
+            if part.function_response is not None:
+                out[part.function_response.id] = part.function_response.response
+    return out
+
+
+@pytest.mark.parametrize("as_plugin", [False, True], ids=["callback", "plugin"])
+def test_an_allowed_call_runs(agent_policy, as_plugin):
+    ran, model = run(agent_policy, [calls(("c1", "lookup_order", {"order": "o-1"})), text("shipped")], as_plugin)
+    assert ran.tools() == ["lookup_order"]
+    assert responses(model.seen[1])["c1"] == {"result": "shipped"}
+
+
+@pytest.mark.parametrize("as_plugin", [False, True], ids=["callback", "plugin"])
+def test_a_denial_becomes_the_tool_result(agent_policy, as_plugin):
+    ran, model = run(agent_policy, [calls(("c1", "refund", {"amount": 500})), text("sorry")], as_plugin)
+    assert ran.tools() == []
+    result = responses(model.seen[1])["c1"]
+    assert "50" in result["error"]
+    assert result["toolgate"] == {"allow": False, "kind": "args", "rule": "small_refund"}
+
+
+@pytest.mark.parametrize("as_plugin", [False, True], ids=["callback", "plugin"])
+def test_the_latch_holds_across_the_batch_and_clears_next_turn(agent_policy, as_plugin):
+    script = [
+        calls(("c1", "web_fetch", {"url": "https://example.com"}), ("c2", "refund", {"amount": 20})),
+        text("cannot refund now"),
+        calls(("c3", "refund", {"amount": 20})),
+        text("refunded"),
+    ]
+    ran, model = run(agent_policy, script, as_plugin, messages=("read it and refund", "refund now"))
+    assert "fetched web content" in responses(model.seen[1])["c2"]["error"]
+    # A new user message is a new invocation: the latch is clear again.
+    assert responses(model.seen[3])["c3"] == {"result": "refunded 20"}
+    assert ran.tools() == ["web_fetch", "refund"]
+
+
+@pytest.mark.parametrize("as_plugin", [False, True], ids=["callback", "plugin"])
+def test_the_whole_message_is_judged_so_a_write_before_the_ingest_is_denied_too(agent_policy, as_plugin):
+    script = [calls(("c1", "refund", {"amount": 20}), ("c2", "web_fetch", {"url": "https://example.com"})), text("done")]
+    ran, model = run(agent_policy, script, as_plugin)
+    assert "fetched web content" in responses(model.seen[1])["c1"]["error"]
+    assert ran.tools() == ["web_fetch"]
