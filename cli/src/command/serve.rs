@@ -1,7 +1,7 @@
 //! `toolgate serve DIR`: run the decision server over a policy directory.
 
 use crate::server::decision_log::LogMode;
-use crate::server::{self, Config, HttpLimits, Limits};
+use crate::server::{self, Config, HttpLimits, Limits, RedisConfig};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -85,6 +85,35 @@ pub struct Args {
     /// Milliseconds between polls of the policy directory (0 disables watching).
     #[arg(long, default_value_t = 1000)]
     poll_ms: u64,
+    /// Keep turn state in a Redis or Valkey store shared by several replicas,
+    /// `redis://[:PASSWORD@]HOST:PORT[/DB]`; in this process when not given. See docs/deploy.md.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "TOOLGATE_STATE",
+        hide_env_values = true
+    )]
+    state: Option<String>,
+    /// Milliseconds a round trip to the --state store may take; past it the batch is judged
+    /// fail-closed (calls a latch can block, or that set one, denied with kind `state`).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    state_timeout_ms: u64,
+    /// Prefix of every key written to the --state store, so several fleets can share it.
+    #[arg(long, default_value = "toolgate", value_parser = key_prefix)]
+    state_prefix: String,
+}
+
+/// A key prefix: letters, digits, `_`, `-`, `.`, `:`; no `{` or `}`, which would change the
+/// store's hash slots.
+fn key_prefix(s: &str) -> Result<String, String> {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b))
+    {
+        Ok(s.to_string())
+    } else {
+        Err("a key prefix is letters, digits and `_ - . :`".into())
+    }
 }
 
 /// Runs until SIGTERM or Ctrl-C.
@@ -120,6 +149,11 @@ pub fn run(args: &Args) -> ExitCode {
         log_queue: args.log_queue,
         poll: Duration::from_millis(args.poll_ms),
         admin_token: args.admin_token.clone().filter(|t| !t.is_empty()),
+        state: args.state.as_ref().map(|url| RedisConfig {
+            url: url.clone(),
+            timeout: Duration::from_millis(args.state_timeout_ms),
+            prefix: args.state_prefix.clone(),
+        }),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

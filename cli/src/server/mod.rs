@@ -17,9 +17,11 @@ mod loader;
 mod metrics;
 mod routes;
 mod state;
+mod turn_state;
 
 pub use conn::HttpLimits;
 pub use limits::Limits;
+pub use turn_state::redis_store::RedisConfig;
 
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
@@ -33,6 +35,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use toolgate_engine::{PolicyStore, SessionLimits, SessionStore};
+use turn_state::TurnState;
 
 /// Everything `serve` needs.
 pub struct Config {
@@ -62,6 +65,8 @@ pub struct Config {
     pub poll: Duration,
     /// Admin bearer token.
     pub admin_token: Option<String>,
+    /// A shared turn-state store; `None` keeps turn state in this process.
+    pub state: Option<RedisConfig>,
 }
 
 /// How long open connections may take to finish their requests after SIGTERM.
@@ -100,9 +105,17 @@ pub async fn run(config: Config) -> Result<(), String> {
     )
     .await
     .map_err(|e| format!("cannot open the decision log: {e}"))?;
+    let boot = state::boot_stamp();
+    let sessions = match &config.state {
+        None => TurnState::Memory(SessionStore::new(config.sessions)),
+        Some(redis) => TurnState::Redis(Box::new(
+            turn_state::redis_store::RedisStore::open(redis, config.sessions, boot)
+                .map_err(|e| format!("--state: {e}"))?,
+        )),
+    };
     let state = Arc::new(AppState {
         store: PolicyStore::default(),
-        sessions: SessionStore::new(config.sessions),
+        sessions,
         hook_sessions: hooks::HookSessions::new(config.sessions.max_sessions),
         metrics: Default::default(),
         log,
@@ -117,7 +130,7 @@ pub async fn run(config: Config) -> Result<(), String> {
         last_attempt: Mutex::new(None),
         reload_lock: tokio::sync::Mutex::new(0),
         counter: AtomicU64::new(0),
-        boot: state::boot_stamp(),
+        boot,
     });
     // A failed first load still starts the server: /health says 503 until a reload works.
     let _ = state.clone().reload("startup").await;
