@@ -40,15 +40,15 @@ serve() { # port, extra flags...
 }
 
 cat > "$dir/post.lua" <<'LUA'
--- Each connection its own session; turns cycle over 8, so most batches continue a held turn.
-local n, session = 0, nil
-function setup(thread) thread:set("id", tostring(math.random(1, 1e9))) end
-function init(args) session = "s" .. id .. "-" .. tostring(math.random(1, 1e9)) end
+-- Sessions cycle over 4096 per wrk process, each with 8 turns in turn, so batches both
+-- continue held turns and start new ones (pushing old ones out).
+local n, prefix = 0, nil
+function init(args) math.randomseed(os.time() + os.clock() * 1e6); prefix = tostring(math.random(1, 1e9)) end
 function request()
   n = n + 1
-  local body = string.format([[{"session":"%s","turn":"t%d","facts":{"stage":"coach"},"calls":[
+  local body = string.format([[{"session":"s%s-%d","turn":"t%d","facts":{"stage":"coach"},"calls":[
  {"id":"c1","tool":"grade_attempt","args":{"attempt":"a-1","score":1}},
- {"id":"c2","tool":"get_learner_state","args":{}}]}]], session, n % 8)
+ {"id":"c2","tool":"get_learner_state","args":{}}]}]], prefix, n % 4096, math.floor(n / 4096) % 8)
   return wrk.format("POST", "/v1/decide", {["Content-Type"] = "application/json"}, body)
 end
 LUA
@@ -82,3 +82,7 @@ run "redis, 1 server" "$CONNECTIONS" $((BASE + 1))
 run "redis, 2 replicas (summed)" "$CONNECTIONS" $((BASE + 1)) $((BASE + 2))
 echo "redis round trips: $(curl -s "http://127.0.0.1:$((BASE + 1))/metrics" | awk '/^toolgate_state_seconds_(sum|count)/ { v[$1] = $2 } END { if (v["toolgate_state_seconds_count"] > 0) printf "%d, mean %.0f us", v["toolgate_state_seconds_count"], 1e6 * v["toolgate_state_seconds_sum"] / v["toolgate_state_seconds_count"] }')"
 echo "state errors: $(curl -s "http://127.0.0.1:$((BASE + 1))/metrics" | awk '/^toolgate_state_errors_total/ { print $2 }')"
+key=$(redis-cli -p "$redis_port" --scan --pattern 'toolgate:s:*' | head -1 || true)
+used=$(redis-cli -p "$redis_port" info memory | awk -F: '/^used_memory:/ { print $2 + 0 }')
+keys=$(redis-cli -p "$redis_port" dbsize)
+echo "redis: $keys keys, used_memory $used bytes ($((used / keys)) per key, baseline included); one session hash: $(redis-cli -p "$redis_port" memory usage "$key") bytes"

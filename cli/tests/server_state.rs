@@ -108,6 +108,48 @@ fn a_latch_set_through_one_replica_holds_on_the_other() {
 }
 
 #[test]
+fn the_shared_store_keeps_the_in_memory_rules_for_old_and_idle_turns() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start("rules", false);
+    let flags = ["--session-ttl", "1", "--session-keep-expired", "30"];
+    let a = replica("state-rules-a", &redis, &flags);
+    let b = replica("state-rules-b", &redis, &flags);
+    decide(&a.addr, &call("t1", &["fetch"]));
+    for t in ["t2", "t3", "t4", "t5"] {
+        decide(&b.addr, &call(t, &["look"]));
+    }
+    // t1 was pushed out of the 4 recent turns; it latched, so it comes back fully latched.
+    let v = decide(&b.addr, &call("t1", &["send"]));
+    assert_eq!(
+        (verdicts(&v), v["session"].clone()),
+        (vec![pair(false, "latch")], json!("expired"))
+    );
+    decide(&a.addr, &call("t7", &["fetch"]));
+    // Every session key expires by itself: after TTL + keep-expired, since it holds a latch.
+    let ttl: i64 = redis
+        .command(&["PTTL", "toolgate:s:{gate:s}"])
+        .unwrap()
+        .trim_start_matches(':')
+        .parse()
+        .unwrap();
+    assert!(ttl > 1000 && ttl <= 31_000, "{ttl}");
+    // Idle past the TTL: latched turns are remembered as latched, the others forgotten.
+    std::thread::sleep(Duration::from_millis(1500));
+    let v = decide(&a.addr, &call("t7", &["send"]));
+    assert_eq!(
+        (verdicts(&v), v["session"].clone()),
+        (vec![pair(false, "latch")], json!("expired"))
+    );
+    let v = decide(&b.addr, &call("t5", &["send"]));
+    assert_eq!(
+        (verdicts(&v), v["session"].clone()),
+        (vec![pair(true, "")], json!("new"))
+    );
+}
+
+#[test]
 fn concurrent_batches_of_one_turn_through_both_replicas_never_leave_it_unlatched() {
     if !redis_available() {
         return;

@@ -134,6 +134,7 @@ pub async fn run(config: Config) -> Result<(), String> {
     });
     // A failed first load still starts the server: /health says 503 until a reload works.
     let _ = state.clone().reload("startup").await;
+    state.sessions.announce().await;
     eprintln!("toolgate: listening on http://{local}");
 
     if !config.poll.is_zero() {

@@ -116,6 +116,19 @@ impl TurnState {
         }
     }
 
+    /// Says on standard error where turn state is kept and whether a shared store answers
+    /// (the server starts either way, and judges fail-closed until it does).
+    pub async fn announce(&self) {
+        if let TurnState::Redis(store) = self {
+            let up = if store.ping().await {
+                "up"
+            } else {
+                "down: judging fail-closed until it answers"
+            };
+            eprintln!("toolgate: turn state in redis ({up})");
+        }
+    }
+
     /// The store's metrics, appended to `/metrics`.
     pub fn render_metrics(&self, out: &mut String) {
         if let TurnState::Redis(store) = self {

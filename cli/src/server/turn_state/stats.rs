@@ -27,16 +27,69 @@ const FAILURES: [(Failure, &str); 3] = [
     (Failure::Reply, "reply"),
 ];
 
+/// A latency histogram over fixed buckets, rendered in seconds. Lock-free.
+pub struct Histogram {
+    bounds_us: &'static [u64],
+    buckets: Box<[AtomicU64]>,
+    count: AtomicU64,
+    sum_us: AtomicU64,
+}
+
+impl Histogram {
+    /// An empty histogram with these bucket bounds (microseconds, ascending).
+    pub fn new(bounds_us: &'static [u64]) -> Self {
+        Histogram {
+            bounds_us,
+            buckets: bounds_us.iter().map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum_us: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one observation.
+    pub fn observe(&self, took: Duration) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        if let Some(i) = self.bounds_us.iter().position(|b| us <= *b) {
+            self.buckets[i].fetch_add(1, Relaxed);
+        }
+        self.count.fetch_add(1, Relaxed);
+        self.sum_us.fetch_add(us, Relaxed);
+    }
+
+    /// `# HELP`, `# TYPE` and the cumulative buckets, sum and count of `name`.
+    pub fn render(&self, name: &str, help: &str, out: &mut String) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (bucket, bound) in self.buckets.iter().zip(self.bounds_us) {
+            cumulative += bucket.load(Relaxed);
+            let le = *bound as f64 / 1e6;
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
+        }
+        let count = self.count.load(Relaxed);
+        let sum = self.sum_us.load(Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+    }
+}
+
 /// Counters of one shared store.
-#[derive(Default)]
 pub struct Stats {
     ok: AtomicU64,
     failed: [AtomicU64; 3],
-    buckets: [AtomicU64; 12],
-    count: AtomicU64,
-    sum_us: AtomicU64,
+    latency: Histogram,
     /// Whether the last round trip worked.
     pub up: AtomicBool,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            ok: AtomicU64::new(0),
+            failed: Default::default(),
+            latency: Histogram::new(&BUCKETS_US),
+            up: AtomicBool::new(false),
+        }
+    }
 }
 
 impl Stats {
@@ -54,12 +107,7 @@ impl Stats {
                 self.up.store(false, Relaxed);
             }
         }
-        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-        if let Some(i) = BUCKETS_US.iter().position(|b| us <= *b) {
-            self.buckets[i].fetch_add(1, Relaxed);
-        }
-        self.count.fetch_add(1, Relaxed);
-        self.sum_us.fetch_add(us, Relaxed);
+        self.latency.observe(took);
     }
 
     /// Prometheus exposition text.
@@ -85,25 +133,10 @@ impl Stats {
             out,
             "# HELP toolgate_state_errors_total Round trips to the shared store that failed (each failed batch was judged fail-closed).\n# TYPE toolgate_state_errors_total counter\ntoolgate_state_errors_total {errors}"
         );
-        let _ = writeln!(
+        self.latency.render(
+            "toolgate_state_seconds",
+            "Time of one round trip to the shared store.",
             out,
-            "# HELP toolgate_state_seconds Time of one round trip to the shared store.\n# TYPE toolgate_state_seconds histogram"
-        );
-        let mut cumulative = 0;
-        for (i, b) in BUCKETS_US.iter().enumerate() {
-            cumulative += self.buckets[i].load(Relaxed);
-            let _ = writeln!(
-                out,
-                "toolgate_state_seconds_bucket{{le=\"{}\"}} {cumulative}",
-                *b as f64 / 1e6
-            );
-        }
-        let count = self.count.load(Relaxed);
-        let _ = writeln!(out, "toolgate_state_seconds_bucket{{le=\"+Inf\"}} {count}");
-        let _ = writeln!(
-            out,
-            "toolgate_state_seconds_sum {}\ntoolgate_state_seconds_count {count}",
-            self.sum_us.load(Relaxed) as f64 / 1e6
         );
         let _ = writeln!(
             out,
