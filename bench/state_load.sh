@@ -86,3 +86,4 @@ key=$(redis-cli -p "$redis_port" --scan --pattern 'toolgate:s:*' | head -1 || tr
 used=$(redis-cli -p "$redis_port" info memory | awk -F: '/^used_memory:/ { print $2 + 0 }')
 keys=$(redis-cli -p "$redis_port" dbsize)
 echo "redis: $keys keys, used_memory $used bytes ($((used / keys)) per key, baseline included); one session hash: $(redis-cli -p "$redis_port" memory usage "$key") bytes"
+echo "redis-side cost of the script: $(redis-cli -p "$redis_port" info commandstats | awk -F'[:,=]' '/^cmdstat_evalsha/ { print $3 " calls, " $7 " us per call" }')"
