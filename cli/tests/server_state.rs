@@ -350,14 +350,30 @@ fn a_store_down_at_start_up_fails_closed_until_it_is_up() {
 fn a_bad_state_url_stops_the_server_with_a_clear_error() {
     let dir = temp_dir("state-bad-url");
     std::fs::write(dir.join("gate.gate"), POLICY).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .arg("serve")
-        .arg(&dir)
-        .args(["--addr", "127.0.0.1:0", "--state", "http://nowhere"])
-        .output()
-        .unwrap();
+    for (url, says) in [
+        ("http://nowhere", "did not parse"),
+        (
+            "rediss://127.0.0.1:6379",
+            "TLS to the store is not built in",
+        ),
+        ("redis://:hunter2@127.0.0.1:6379/x", "database"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .arg("serve")
+            .arg(&dir)
+            .args(["--addr", "127.0.0.1:0", "--state", url])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{url}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--state") && err.contains(says),
+            "{url}: {err}"
+        );
+        assert!(
+            !err.contains("hunter2"),
+            "the password is never printed: {err}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--state"), "{err}");
 }

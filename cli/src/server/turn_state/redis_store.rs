@@ -36,8 +36,7 @@ pub enum Reply {
 /// Where the store is, and how long a round trip may take.
 #[derive(Debug, Clone)]
 pub struct RedisConfig {
-    /// `redis://HOST:PORT[/DB]` (also `rediss://`, `valkey://` and `unix://` where the client
-    /// supports them).
+    /// `redis://[:PASSWORD@]HOST:PORT[/DB]` (or `unix://PATH`); TLS is not built in.
     pub url: String,
     /// Longest a round trip may take before the batch is judged fail-closed.
     pub timeout: Duration,
@@ -97,18 +96,18 @@ fn origin(s: &str) -> Option<Origin> {
 impl RedisStore {
     /// A store at `config.url`. Connects lazily: a store that is down at start-up makes the
     /// server judge fail-closed until it is up, rather than refuse to start.
-    pub fn open(
-        config: &RedisConfig,
-        limits: SessionLimits,
-        boot: u64,
-    ) -> Result<Self, RedisError> {
-        let client = Client::open(config.url.as_str())?;
+    pub fn open(config: &RedisConfig, limits: SessionLimits, boot: u64) -> Result<Self, String> {
+        if config.url.starts_with("rediss:") || config.url.starts_with("valkeys:") {
+            return Err("TLS to the store is not built in; reach it over a private network or a local TLS tunnel (docs/deploy.md)".into());
+        }
+        let client = Client::open(config.url.as_str()).map_err(|e| e.to_string())?;
         let manager = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.timeout))
             .set_response_timeout(Some(config.timeout))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client, manager)?;
+        let conn =
+            ConnectionManager::new_lazy_with_config(client, manager).map_err(|e| e.to_string())?;
         let source = |body: &str| format!("{}\n{body}", include_str!("common.lua"));
         Ok(RedisStore {
             conn,
