@@ -55,6 +55,16 @@ fn pair(allow: bool, kind: &str) -> (bool, String) {
     (allow, kind.to_string())
 }
 
+/// The decisions are `calls` (allow, kind) and the state came from `origin`.
+fn expect(v: &Value, calls: &[(bool, &str)], origin: &str) {
+    let want: Vec<_> = calls.iter().map(|(a, k)| pair(*a, k)).collect();
+    assert_eq!(
+        (verdicts(v), v["session"].as_str()),
+        (want, Some(origin)),
+        "{v}"
+    );
+}
+
 /// Waits (bounded) until `/health` says the store is `up`.
 fn wait_health(addr: &str, up: bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -86,14 +96,10 @@ fn a_latch_set_through_one_replica_holds_on_the_other() {
         (json!(true), json!("new"))
     );
     let v = decide(&b.addr, &call("t1", &["send"]));
-    assert_eq!(verdicts(&v), [pair(false, "latch")], "{v}");
-    assert_eq!(v["session"], "carried", "{v}");
+    expect(&v, &[(false, "latch")], "carried");
     // Another turn of the same session starts clear on either replica.
     let v = decide(&b.addr, &call("t2", &["send"]));
-    assert_eq!(
-        (verdicts(&v), v["session"].clone()),
-        (vec![pair(true, "")], json!("new"))
-    );
+    expect(&v, &[(true, "")], "new");
     // The offer through the other replica shows the latch too, and records nothing.
     let (st, v) = post_json(
         &b.addr,
@@ -122,10 +128,7 @@ fn the_shared_store_keeps_the_in_memory_rules_for_old_and_idle_turns() {
     }
     // t1 was pushed out of the 4 recent turns; it latched, so it comes back fully latched.
     let v = decide(&b.addr, &call("t1", &["send"]));
-    assert_eq!(
-        (verdicts(&v), v["session"].clone()),
-        (vec![pair(false, "latch")], json!("expired"))
-    );
+    expect(&v, &[(false, "latch")], "expired");
     decide(&a.addr, &call("t7", &["fetch"]));
     // Every session key expires by itself: after TTL + keep-expired, since it holds a latch.
     let ttl: i64 = redis
@@ -138,15 +141,9 @@ fn the_shared_store_keeps_the_in_memory_rules_for_old_and_idle_turns() {
     // Idle past the TTL: latched turns are remembered as latched, the others forgotten.
     std::thread::sleep(Duration::from_millis(1500));
     let v = decide(&a.addr, &call("t7", &["send"]));
-    assert_eq!(
-        (verdicts(&v), v["session"].clone()),
-        (vec![pair(false, "latch")], json!("expired"))
-    );
+    expect(&v, &[(false, "latch")], "expired");
     let v = decide(&b.addr, &call("t5", &["send"]));
-    assert_eq!(
-        (verdicts(&v), v["session"].clone()),
-        (vec![pair(true, "")], json!("new"))
-    );
+    expect(&v, &[(true, "")], "new");
 }
 
 #[test]
@@ -207,8 +204,7 @@ fn a_store_killed_mid_run_fails_closed_and_no_latch_written_before_is_lost() {
 
     redis.kill();
     let v = decide(&a.addr, &call("t1", &["send", "look"]));
-    assert_eq!(verdicts(&v), [pair(false, "state"), pair(true, "")], "{v}");
-    assert_eq!(v["session"], "unavailable", "{v}");
+    expect(&v, &[(false, "state"), (true, "")], "unavailable");
     assert!(
         v["decisions"][0]["reason"]
             .as_str()
@@ -252,8 +248,7 @@ fn a_store_killed_mid_run_fails_closed_and_no_latch_written_before_is_lost() {
     // judged as a forgotten latched turn, then held as one.
     for (r, origin) in [(&a, "expired"), (&b, "carried")] {
         let v = decide(&r.addr, &call("t1", &["send"]));
-        assert_eq!(verdicts(&v), [pair(false, "latch")], "{v}");
-        assert_eq!(v["session"], origin, "{v}");
+        expect(&v, &[(false, "latch")], origin);
     }
     // Until the horizon has passed, a turn the store does not hold might be a forgotten
     // latched one too.
@@ -262,10 +257,7 @@ fn a_store_killed_mid_run_fails_closed_and_no_latch_written_before_is_lost() {
     // After it, new turns start clear again.
     std::thread::sleep(Duration::from_millis(3500));
     let v = decide(&a.addr, &call("t4", &["send"]));
-    assert_eq!(
-        (verdicts(&v), v["session"].clone()),
-        (vec![pair(true, "")], json!("new"))
-    );
+    expect(&v, &[(true, "")], "new");
 }
 
 #[test]
@@ -281,15 +273,9 @@ fn a_persistent_store_restarted_keeps_every_turn_exactly() {
     redis.restart();
     wait_health(&a.addr, true);
     let v = decide(&a.addr, &call("t1", &["send"]));
-    assert_eq!(
-        (verdicts(&v), v["session"].clone()),
-        (vec![pair(false, "latch")], json!("carried"))
-    );
+    expect(&v, &[(false, "latch")], "carried");
     let v = decide(&a.addr, &call("t2", &["send"]));
-    assert_eq!(
-        (verdicts(&v), v["session"].clone()),
-        (vec![pair(true, "")], json!("carried"))
-    );
+    expect(&v, &[(true, "")], "carried");
 }
 
 #[test]
