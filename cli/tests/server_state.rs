@@ -363,3 +363,32 @@ fn a_bad_state_url_stops_the_server_with_a_clear_error() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_full_store_refuses_writes_and_toolgate_fails_closed_rather_than_evict() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start("full", false);
+    let a = replica("state-full", &redis, &[]);
+    decide(&a.addr, &call("t1", &["fetch"]));
+    // Below what it holds already: under `noeviction` every write is refused (OOM).
+    assert_eq!(
+        redis
+            .command(&["CONFIG", "SET", "maxmemory", "1"])
+            .as_deref(),
+        Some("+OK")
+    );
+    let v = decide(&a.addr, &call("t2", &["send", "look"]));
+    expect(&v, &[(false, "state"), (true, "")], "unavailable");
+    let (_, text) = http(&a.addr, "GET", "/metrics", &[], b"");
+    assert!(
+        metric(&text, "toolgate_state_requests_total{result=\"reply\"}").unwrap() >= 1.0,
+        "{text}"
+    );
+    redis.command(&["CONFIG", "SET", "maxmemory", "0"]);
+    let v = decide(&a.addr, &call("t1", &["send"]));
+    expect(&v, &[(false, "latch")], "carried");
+    let v = decide(&a.addr, &call("t2", &["send"]));
+    expect(&v, &[(true, "")], "new");
+}
