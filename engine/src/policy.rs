@@ -188,6 +188,19 @@ impl Policy {
         self.tool_id(tool).map(|id| self.tools[id.index()].class)
     }
 
+    /// `(sets, blocked)`: whether a call of `tool` sets a latch, and whether a latch can block
+    /// it; the calls that turn state decides. Both `false` for a tool the policy never
+    /// classified.
+    pub fn latch_bound(&self, tool: &str) -> (bool, bool) {
+        match self.tool_id(tool) {
+            Some(id) => {
+                let t = &self.tools[id.index()];
+                (t.sets != 0, t.blocked_by != 0)
+            }
+            None => (false, false),
+        }
+    }
+
     /// Whether `tool` exists in `stage` (both must be declared).
     pub fn stage_allows(&self, stage: &str, tool: &str) -> bool {
         match (self.stage_id(stage), self.tool_id(tool)) {

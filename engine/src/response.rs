@@ -55,6 +55,10 @@ pub enum DenyKind {
     Precondition,
     /// A rule mixing arguments and custom facts failed.
     Rule,
+    /// The server's shared session state could not be read or written, so a tool that a latch
+    /// can block, or that sets one, is denied rather than judged without it. The engine never
+    /// gives this kind itself: a server that keeps turn state does (`toolgate serve --state`).
+    State,
 }
 
 impl DenyKind {
@@ -68,6 +72,7 @@ impl DenyKind {
             DenyKind::Args => "args",
             DenyKind::Precondition => "precondition",
             DenyKind::Rule => "rule",
+            DenyKind::State => "state",
         }
     }
 }

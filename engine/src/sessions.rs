@@ -73,6 +73,10 @@ pub enum Origin {
     /// The server no longer held this turn's exact state (idle past the TTL, or pushed out by
     /// newer turns) but knew it had latched: every latch is set.
     Expired,
+    /// A shared store (`toolgate serve --state`) could not be reached in time: the batch was
+    /// judged with every latch set, and calls turn state decides were denied. Never given by
+    /// [`SessionStore`] itself.
+    Unavailable,
 }
 
 /// The latch state to OR into a batch's facts, and where it came from.

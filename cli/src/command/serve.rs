@@ -1,7 +1,7 @@
 //! `toolgate serve DIR`: run the decision server over a policy directory.
 
 use crate::server::decision_log::LogMode;
-use crate::server::{self, Config, HttpLimits, Limits};
+use crate::server::{self, Config, HttpLimits, Limits, RedisConfig};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -89,6 +89,35 @@ pub struct Args {
     /// (without it, such a request is a 400 listing the loaded modules).
     #[arg(long, value_name = "NAME")]
     default_policy: Option<String>,
+    /// Keep turn state in a Redis or Valkey store shared by several replicas,
+    /// `redis://[:PASSWORD@]HOST:PORT[/DB]`; in this process when not given. See docs/deploy.md.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "TOOLGATE_STATE",
+        hide_env_values = true
+    )]
+    state: Option<String>,
+    /// Milliseconds a round trip to the --state store may take; past it the batch is judged
+    /// fail-closed (calls a latch can block, or that set one, denied with kind `state`).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    state_timeout_ms: u64,
+    /// Prefix of every key written to the --state store, so several fleets can share it.
+    #[arg(long, default_value = "toolgate", value_parser = key_prefix)]
+    state_prefix: String,
+}
+
+/// A key prefix: letters, digits, `_`, `-`, `.`, `:`; no `{` or `}`, which would change the
+/// store's hash slots.
+fn key_prefix(s: &str) -> Result<String, String> {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b))
+    {
+        Ok(s.to_string())
+    } else {
+        Err("a key prefix is letters, digits and `_ - . :`".into())
+    }
 }
 
 /// Runs until SIGTERM or Ctrl-C. A missing directory, or a file, is an error before anything
@@ -141,6 +170,11 @@ pub fn config(args: &Args) -> Config {
         admin_token: args.admin_token.clone().filter(|t| !t.is_empty()),
         default_policy: args.default_policy.clone(),
         announce: None,
+        state: args.state.as_ref().map(|url| RedisConfig {
+            url: url.clone(),
+            timeout: Duration::from_millis(args.state_timeout_ms),
+            prefix: args.state_prefix.clone(),
+        }),
     }
 }
 

@@ -8,7 +8,7 @@ use toolgate_engine::{DenyKind, Response};
 const BUCKETS_US: [u64; 12] = [
     5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 50_000,
 ];
-const KINDS: [DenyKind; 7] = [
+const KINDS: [DenyKind; 8] = [
     DenyKind::Unclassified,
     DenyKind::Stage,
     DenyKind::Latch,
@@ -16,6 +16,7 @@ const KINDS: [DenyKind; 7] = [
     DenyKind::Args,
     DenyKind::Precondition,
     DenyKind::Rule,
+    DenyKind::State,
 ];
 
 /// Why the HTTP layer refused a request or closed a connection.
@@ -51,7 +52,7 @@ const REFUSALS: [(Refusal, &str); 7] = [
 #[derive(Default)]
 pub struct Metrics {
     allowed: AtomicU64,
-    denied: [AtomicU64; 7],
+    denied: [AtomicU64; 8],
     latency_buckets: [AtomicU64; 12],
     latency_count: AtomicU64,
     latency_sum_us: AtomicU64,
@@ -236,4 +237,28 @@ impl Metrics {
         }
         out
     }
+}
+
+/// `toolgate_policy_info{policy,revision} 1` for each policy serving now: the Prometheus
+/// "info" pattern, so a dashboard can join any series on the revision that produced it.
+pub fn render_policy_info(set: &toolgate_engine::PolicySet, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "# HELP toolgate_policy_info The policies serving now, by module and revision (always 1).\n# TYPE toolgate_policy_info gauge"
+    );
+    for p in set.iter() {
+        let _ = writeln!(
+            out,
+            "toolgate_policy_info{{policy=\"{}\",revision=\"{}\"}} 1",
+            label(p.module()),
+            label(p.revision())
+        );
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped, as the text format requires.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }

@@ -18,9 +18,11 @@ mod metrics;
 mod playground;
 mod routes;
 mod state;
+mod turn_state;
 
 pub use conn::HttpLimits;
 pub use limits::Limits;
+pub use turn_state::redis_store::RedisConfig;
 
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
@@ -34,6 +36,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use toolgate_engine::{PolicyStore, SessionLimits, SessionStore};
+use turn_state::TurnState;
 
 /// Everything `serve` needs.
 pub struct Config {
@@ -67,6 +70,8 @@ pub struct Config {
     pub default_policy: Option<String>,
     /// A path to announce after the listening line (`toolgate playground`'s page).
     pub announce: Option<String>,
+    /// A shared turn-state store; `None` keeps turn state in this process.
+    pub state: Option<RedisConfig>,
 }
 
 /// How long open connections may take to finish their requests after SIGTERM.
@@ -112,9 +117,17 @@ pub async fn run(config: Config) -> Result<(), String> {
     )
     .await
     .map_err(|e| format!("cannot open the decision log: {e}"))?;
+    let boot = state::boot_stamp();
+    let sessions = match &config.state {
+        None => TurnState::Memory(SessionStore::new(config.sessions)),
+        Some(redis) => TurnState::Redis(Box::new(
+            turn_state::redis_store::RedisStore::open(redis, config.sessions, boot)
+                .map_err(|e| format!("--state: {e}"))?,
+        )),
+    };
     let state = Arc::new(AppState {
         store: PolicyStore::default(),
-        sessions: SessionStore::new(config.sessions),
+        sessions,
         hook_sessions: hooks::HookSessions::new(config.sessions.max_sessions),
         metrics: Default::default(),
         log,
@@ -130,10 +143,11 @@ pub async fn run(config: Config) -> Result<(), String> {
         last_attempt: Mutex::new(None),
         reload_lock: tokio::sync::Mutex::new(0),
         counter: AtomicU64::new(0),
-        boot: state::boot_stamp(),
+        boot,
     });
     // A failed first load still starts the server: /health says 503 until a reload works.
     let _ = state.clone().reload("startup").await;
+    state.sessions.announce().await;
     eprintln!("toolgate: listening on http://{local}");
     if let Some(path) = &config.announce {
         eprintln!("toolgate: playground at http://{local}{path}");

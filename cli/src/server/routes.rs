@@ -4,6 +4,7 @@ use super::api_error::ApiError;
 use super::decision_log::Entry;
 use super::metrics::Gauges;
 use super::state::AppState;
+use super::turn_state::Judged as TurnJudged;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
@@ -46,9 +47,9 @@ pub async fn decide(
 ) -> Result<Response, ApiError> {
     let bytes = state.body_bytes(body)?;
     let text = state.body_text(&bytes)?;
-    let (response, session, id) = match state.judge_fast(text, None) {
+    let (response, session, id) = match state.judge_fast(text, None).await {
         Some(done) => done?,
-        None => state.judge(state.parse_text(text)?, None)?,
+        None => state.judge(state.parse_text(text)?, None).await?,
     };
     Ok(Json(DecideBody {
         response: &response,
@@ -81,7 +82,7 @@ pub async fn offer(
     let mut facts = request.facts;
     // Read-only: an offer shows the latch the turn has set so far and records nothing.
     if let Some((s, t)) = state.session_turn(&request.session, &request.turn)? {
-        let carried = state.sessions.peek(policy, &s, &t, Instant::now());
+        let carried = state.sessions.peek(policy, &s, &t, Instant::now()).await;
         facts.latched = facts.latched.or(&carried.latched);
     }
     Ok(Json(policy.offer(&facts, &request.tools)).into_response())
@@ -107,12 +108,13 @@ pub async fn data_decide(
     // One pass when the body is exactly `{"input": ..}`: the input is judged from its own
     // text. Any other shape (more keys, `input` twice, invalid JSON) takes the strict path,
     // which refuses duplicate keys anywhere in the body and says what is wrong.
-    let fast = serde_json::from_str::<OpaBody<'_>>(text)
-        .ok()
-        .and_then(|b| state.judge_fast(b.input.get(), Some(&module)));
+    let fast = match serde_json::from_str::<OpaBody<'_>>(text) {
+        Ok(b) => state.judge_fast(b.input.get(), Some(&module)).await,
+        Err(_) => None,
+    };
     let (response, session, id) = match fast {
         Some(done) => done?,
-        None => state.data_judge_strict(text, &module)?,
+        None => state.data_judge_strict(text, &module).await?,
     };
     let result = DecideBody {
         response: &response,
@@ -141,7 +143,7 @@ struct Route<'a> {
 
 impl AppState {
     /// `/v1/data/{module}/decide` on the strict path.
-    fn data_judge_strict(&self, text: &str, module: &str) -> Result<Judged, ApiError> {
+    async fn data_judge_strict(&self, text: &str, module: &str) -> Result<Judged, ApiError> {
         let value = self.parse_text(text)?;
         let Value::Object(mut top) = value else {
             return Err(self.client_error(ApiError::bad_request(
@@ -157,7 +159,7 @@ impl AppState {
                 Some("input".into()),
             )));
         };
-        self.judge(input, Some(module))
+        self.judge(input, Some(module)).await
     }
 }
 
@@ -269,15 +271,19 @@ pub async fn policies(State(state): Shared) -> Json<Value> {
     }))
 }
 
-/// `GET /health`: 200 once a policy is loaded; `degraded` (still 200, still serving) when
-/// the last reload failed, with that attempt.
+/// `GET /health`: 200 once a policy is loaded. `degraded` (still 200, still serving) when
+/// the last reload failed (with that attempt), or while a shared turn-state store is down:
+/// every replica shares the store, so taking this one out of rotation would not help, and it
+/// still judges fail-closed.
 pub async fn health(State(state): Shared) -> Response {
     let set = state.store.snapshot();
     if set.is_empty() {
         return ApiError::unavailable("no policy is loaded").into_response();
     }
+    let (turn_state, up) = state.sessions.health().await;
     let last = state.last_attempt.lock().map(|g| g.clone()).unwrap_or(None);
-    let mut body = json!({"status": "ok", "policies": set.len(), "generation": set.generation()});
+    let status = if up { "ok" } else { "degraded" };
+    let mut body = json!({"status": status, "policies": set.len(), "generation": set.generation(), "state": turn_state});
     if let Some(failed) = last.filter(|r| !r.ok) {
         body["status"] = "degraded".into();
         body["last_reload"] = json!(failed);
@@ -287,11 +293,15 @@ pub async fn health(State(state): Shared) -> Response {
 
 /// `GET /metrics`.
 pub async fn metrics(State(state): Shared) -> Response {
-    let text = state.metrics.render(&Gauges {
-        sessions_live: state.sessions.len(),
-        sessions_bytes: state.sessions.bytes(),
-        policies: state.store.snapshot().len(),
+    let (sessions_live, sessions_bytes) = state.sessions.held();
+    let set = state.store.snapshot();
+    let mut text = state.metrics.render(&Gauges {
+        sessions_live,
+        sessions_bytes,
+        policies: set.len(),
     });
+    super::metrics::render_policy_info(&set, &mut text);
+    state.sessions.render_metrics(&mut text);
     (
         [(
             axum::http::header::CONTENT_TYPE,
@@ -452,7 +462,7 @@ impl AppState {
     }
 
     /// Parses, routes and judges one request; records sessions, metrics and the log.
-    fn judge(&self, value: Value, module: Option<&str>) -> Result<Judged, ApiError> {
+    async fn judge(&self, value: Value, module: Option<&str>) -> Result<Judged, ApiError> {
         let started = Instant::now();
         let mut request =
             Request::from_value(value).map_err(|e| self.client_error(schema_error(e)))?;
@@ -476,21 +486,21 @@ impl AppState {
         policy
             .check_facts(&request.facts)
             .map_err(|e| self.client_error(schema_error(e)))?;
-        let session = self.session_turn(&request.session, &request.turn)?;
-        let mut origin = None;
-        if let Some((s, t)) = &session {
-            let carried = self
-                .sessions
-                .begin(policy, s, t, started)
-                .map_err(|e| self.session_refused(e))?;
-            request.facts.latched = request.facts.latched.or(&carried.latched);
-            origin = Some(carried.origin);
-        }
-        let response = policy.decide(&request);
-        if let Some((s, t)) = &session {
-            self.sessions
-                .record(policy, s, t, &response.latched, Instant::now());
-        }
+        let (response, origin) = match self.session_turn(&request.session, &request.turn)? {
+            None => (policy.decide(&request), None),
+            Some((s, t)) => {
+                let judged = self
+                    .sessions
+                    .judge(policy, (&s, &t), started, |carried| {
+                        if let Some(c) = carried {
+                            request.facts.latched = request.facts.latched.or(c);
+                        }
+                        policy.decide(&request)
+                    })
+                    .await;
+                self.with_state(judged)?
+            }
+        };
         let id = self.recorded(
             started,
             &response,
@@ -509,7 +519,11 @@ impl AppState {
     /// The caller then takes the strict path ([`AppState::judge`]), which gives the exact
     /// error (or, for the rare valid request only the one-pass reader refuses, the decision).
     /// So every error a client sees comes from one place, in one order.
-    fn judge_fast(&self, text: &str, module: Option<&str>) -> Option<Result<Judged, ApiError>> {
+    async fn judge_fast(
+        &self,
+        text: &str,
+        module: Option<&str>,
+    ) -> Option<Result<Judged, ApiError>> {
         let started = Instant::now();
         if self.log.needs_request() {
             return None;
@@ -542,28 +556,43 @@ impl AppState {
             _ => return None,
         };
         // From here on the request is judged: nothing below falls back.
-        let mut origin = None;
-        if let (true, Some(s), Some(t)) = (ids, request.session(), request.turn()) {
-            let carried = match self.sessions.begin(policy, s, t, started) {
-                Ok(c) => c,
-                Err(e) => return Some(Err(self.session_refused(e))),
-            };
-            request.carry(&carried.latched);
-            origin = Some(carried.origin);
-        }
-        let response = policy.decide_read(&request);
-        if let (true, Some(s), Some(t)) = (ids, request.session(), request.turn()) {
-            self.sessions
-                .record(policy, s, t, &response.latched, Instant::now());
-        }
-        let id = self.recorded(
-            started,
-            &response,
-            origin,
-            (request.session(), request.turn()),
-            None,
-        );
+        let session = match (ids, request.session(), request.turn()) {
+            (true, Some(s), Some(t)) => Some((s.to_owned(), t.to_owned())),
+            _ => None,
+        };
+        let (response, origin) = match &session {
+            None => (policy.decide_read(&request), None),
+            Some((s, t)) => {
+                let judged = self
+                    .sessions
+                    .judge(policy, (s, t), started, |carried| {
+                        if let Some(c) = carried {
+                            request.carry(c);
+                        }
+                        policy.decide_read(&request)
+                    })
+                    .await;
+                match self.with_state(judged) {
+                    Ok(done) => done,
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+        };
+        let (s, t) = session
+            .as_ref()
+            .map(|(s, t)| (s.as_str(), t.as_str()))
+            .unzip();
+        let id = self.recorded(started, &response, origin, (s, t), None);
         Some(Ok((response, origin, id)))
+    }
+
+    /// A batch judged against the turn-state store: the response and where its state came
+    /// from, or 503 when the store refused the session.
+    fn with_state(&self, judged: TurnJudged) -> Result<(Decided, Option<Origin>), ApiError> {
+        match judged {
+            TurnJudged::Done(response, origin) => Ok((response, Some(origin))),
+            TurnJudged::Refused(e) => Err(self.session_refused(e)),
+        }
     }
 
     /// What both judging paths do after a decision: a decision id, the metrics and the log

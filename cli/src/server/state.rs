@@ -7,19 +7,20 @@ use super::guard::Origins;
 use super::limits::Limits;
 use super::loader::{load_dir, LoadReport};
 use super::metrics::Metrics;
+use super::turn_state::TurnState;
 use axum::http::{HeaderMap, StatusCode};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
-use toolgate_engine::{PolicyStore, SessionStore};
+use toolgate_engine::PolicyStore;
 
 /// Shared server state.
 pub struct AppState {
     /// The serving policy set.
     pub store: PolicyStore,
-    /// Turn-scoped latch state by session.
-    pub sessions: SessionStore,
+    /// Turn-scoped latch state by session: in memory, or in a shared store.
+    pub sessions: TurnState,
     /// Coding-agent hook sessions (`/v1/hooks/{agent}`).
     pub hook_sessions: super::hooks::HookSessions,
     /// Counters and histograms.

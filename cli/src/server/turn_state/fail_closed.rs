@@ -1,0 +1,110 @@
+//! Judging a batch when the shared store cannot be reached or does not answer in time.
+//!
+//! The batch is judged with every latch set. A call a latch blocks is then denied with kind
+//! `state` and a fixed refusal, unless the batch's own latches already block it (that denial
+//! is the policy's, whatever the store holds). A call that sets a latch is denied the same
+//! way even where it would be allowed: the store cannot record the latch, so a later batch of
+//! the turn, once the store is back, would run unlatched. Every other call is judged as
+//! usual, since no latch touches it.
+
+use std::sync::{Arc, OnceLock};
+use toolgate_engine::{Decision, DenyKind, Policy, Response};
+
+/// The `rule` of a `state` denial.
+pub const RULE: &str = "session_state";
+
+/// The refusal of a `state` denial.
+pub const REFUSAL: &str = "the session state is unavailable, so this call cannot be judged: an earlier call in this turn may have blocked it, and a latch it sets could not be recorded. It did not run; try again shortly, and do not tell the user it ran.";
+
+fn shared(cell: &'static OnceLock<Arc<str>>, text: &str) -> Arc<str> {
+    cell.get_or_init(|| Arc::from(text)).clone()
+}
+
+/// `all` (the batch judged with every latch set) with each call turn state decides denied
+/// as `state`; `own` is the batch judged with only its own latch facts.
+pub fn relabel(policy: &Policy, own: &Response, mut all: Response) -> Response {
+    static RULE_TEXT: OnceLock<Arc<str>> = OnceLock::new();
+    static REFUSAL_TEXT: OnceLock<Arc<str>> = OnceLock::new();
+    for (d, o) in all.decisions.iter_mut().zip(&own.decisions) {
+        let (sets, _) = policy.latch_bound(&d.tool);
+        let by_latch = d.kind == Some(DenyKind::Latch) && o.kind != Some(DenyKind::Latch);
+        if by_latch || (d.allow && sets) {
+            *d = Decision {
+                id: std::mem::take(&mut d.id),
+                tool: std::mem::take(&mut d.tool),
+                allow: false,
+                kind: Some(DenyKind::State),
+                rule: Some(shared(&RULE_TEXT, RULE)),
+                reason: Some(shared(&REFUSAL_TEXT, REFUSAL)),
+                fail_open: false,
+                detokenise: Vec::new(),
+                opaque_tokens: Vec::new(),
+                sanitise_output: false,
+            };
+        }
+    }
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use toolgate_engine::{Latched, Request};
+
+    const POLICY: &str = "module m\nwrite send\ningest fetch\nread look\nstage main { tools [fetch, look, send] }\nlatch tainted { set_by [fetch] blocks [send] }\n";
+
+    fn batch(tools: &[&str], latched: bool) -> Request {
+        let calls: Vec<_> = tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| serde_json::json!({"id": format!("c{i}"), "tool": t, "args": {}}))
+            .collect();
+        Request::from_value(serde_json::json!({
+            "facts": {"stage": "main", "latched": latched},
+            "calls": calls,
+        }))
+        .unwrap()
+    }
+
+    fn judged(p: &Policy, r: &Request) -> Response {
+        let own = p.decide(r);
+        let mut all = r.clone();
+        all.facts.latched = all.facts.latched.or(&Latched::Flag(true));
+        relabel(p, &own, p.decide(&all))
+    }
+
+    #[test]
+    fn latch_bound_calls_are_denied_as_state_and_the_rest_judged_as_usual() {
+        let p = Policy::compile("m.gate", POLICY).unwrap();
+        let kinds =
+            |r: &Response| -> Vec<_> { r.decisions.iter().map(|d| (d.allow, d.kind)).collect() };
+        let r = judged(&p, &batch(&["send", "look", "nope"], false));
+        assert_eq!(
+            kinds(&r),
+            [
+                (false, Some(DenyKind::State)),
+                (true, None),
+                (false, Some(DenyKind::Unclassified)),
+            ]
+        );
+        let setter = judged(&p, &batch(&["fetch", "look"], false));
+        assert_eq!(
+            kinds(&setter),
+            [(false, Some(DenyKind::State)), (true, None)]
+        );
+        assert_eq!(p.latch_bound("fetch"), (true, false));
+        assert_eq!(p.latch_bound("send"), (false, true));
+        assert_eq!(p.latch_bound("nope"), (false, false));
+        assert_eq!(r.decisions[0].reason.as_deref(), Some(REFUSAL));
+        assert_eq!(r.decisions[0].rule.as_deref(), Some(RULE));
+    }
+
+    #[test]
+    fn a_latch_the_batch_itself_sets_keeps_its_own_denial() {
+        let p = Policy::compile("m.gate", POLICY).unwrap();
+        let r = judged(&p, &batch(&["send"], true));
+        assert_eq!(r.decisions[0].kind, Some(DenyKind::Latch));
+        assert_eq!(r.decisions[0].rule.as_deref(), Some("tainted"));
+    }
+}

@@ -1,0 +1,120 @@
+//! A turn's latches as the shared store keeps them: `""` (none), `"*"` (every latch, whatever
+//! the policy declares) or the set latches' names, sorted and joined by `,` (latch names are
+//! identifiers, so a comma cannot occur in one). Stored by name, like the in-memory store, so
+//! replicas serving different revisions during a rollout, or a reload that renames a latch,
+//! never read one latch's bit as another's.
+
+use toolgate_engine::{LatchState, Latched, Policy};
+
+/// Every latch.
+pub const ALL: &str = "*";
+
+/// The latches a response reports as set, in the store's form.
+pub fn encode(policy: &Policy, state: &LatchState) -> String {
+    let mut names: Vec<&str> = match state {
+        LatchState::Flag(false) => return String::new(),
+        LatchState::Flag(true) => policy.latches().collect(),
+        LatchState::ByName(m) => m
+            .iter()
+            .filter(|(_, set)| **set)
+            .map(|(n, _)| &**n)
+            .collect(),
+    };
+    if names.is_empty() && state.any() {
+        return ALL.to_string();
+    }
+    names.sort_unstable();
+    names.dedup();
+    names.join(",")
+}
+
+/// The stored latches in `policy`'s names; every latch when a stored name is not declared
+/// there (a reload renamed or removed it): unsure which latch it meant, all rather than none.
+pub fn decode(policy: &Policy, stored: &str) -> Latched {
+    match stored {
+        "" => Latched::Flag(false),
+        ALL => Latched::Flag(true),
+        names => {
+            let mut map = std::collections::BTreeMap::new();
+            for name in names.split(',') {
+                if !policy.latches().any(|l| l == name) {
+                    return Latched::Flag(true);
+                }
+                map.insert(name.to_string(), true);
+            }
+            Latched::ByName(map)
+        }
+    }
+}
+
+/// Whether `state` (a batch's latches, judged without the stored state) already holds every
+/// latch `carried` sets, so judging again with `carried` would change nothing. `false` when
+/// unsure: judging again is always correct.
+pub fn covers(state: &LatchState, carried: &Latched) -> bool {
+    let all_set = match state {
+        LatchState::Flag(b) => *b,
+        LatchState::ByName(m) => m.values().all(|b| *b),
+    };
+    match carried {
+        Latched::Flag(false) => true,
+        _ if all_set => true,
+        Latched::Flag(true) => false,
+        Latched::ByName(c) => match state {
+            LatchState::Flag(_) => !c.values().any(|b| *b),
+            LatchState::ByName(m) => c
+                .iter()
+                .filter(|(_, set)| **set)
+                .all(|(n, _)| m.get(n.as_str()).copied().unwrap_or(false)),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const TWO: &str = "module two\nwrite x, y\ningest a, b\nstage main { tools [a, b, x, y] }\nlatch l1 { set_by [a] blocks [x] }\nlatch l2 { set_by [b] blocks [y] }\n";
+    const ONE: &str =
+        "module one\nwrite x\ningest a\nstage main { tools [a, x] }\nlatch l { set_by [a] blocks [x] }\n";
+
+    fn by_name(pairs: &[(&str, bool)]) -> LatchState {
+        LatchState::ByName(pairs.iter().map(|(n, b)| (Into::into(*n), *b)).collect())
+    }
+
+    #[test]
+    fn names_round_trip_and_an_undeclared_name_means_every_latch() {
+        let p = Policy::compile("two.gate", TWO).unwrap();
+        assert_eq!(encode(&p, &by_name(&[("l2", true), ("l1", true)])), "l1,l2");
+        assert_eq!(encode(&p, &by_name(&[("l1", false), ("l2", true)])), "l2");
+        assert_eq!(encode(&p, &LatchState::Flag(false)), "");
+        assert_eq!(
+            decode(&p, "l2"),
+            Latched::ByName([("l2".to_string(), true)].into())
+        );
+        assert_eq!(decode(&p, ""), Latched::Flag(false));
+        assert_eq!(decode(&p, "*"), Latched::Flag(true));
+        assert_eq!(decode(&p, "l2,gone"), Latched::Flag(true));
+        let one = Policy::compile("one.gate", ONE).unwrap();
+        assert_eq!(encode(&one, &LatchState::Flag(true)), "l");
+    }
+
+    #[test]
+    fn covers_only_when_nothing_carried_is_missing() {
+        let l1 = Latched::ByName([("l1".to_string(), true)].into());
+        assert!(covers(&LatchState::Flag(false), &Latched::Flag(false)));
+        assert!(!covers(&LatchState::Flag(false), &Latched::Flag(true)));
+        assert!(covers(&LatchState::Flag(true), &Latched::Flag(true)));
+        assert!(!covers(&LatchState::Flag(false), &l1));
+        assert!(covers(&by_name(&[("l1", true), ("l2", false)]), &l1));
+        assert!(!covers(&by_name(&[("l1", false), ("l2", true)]), &l1));
+        assert!(!covers(
+            &by_name(&[("l1", true), ("l2", false)]),
+            &Latched::Flag(true)
+        ));
+        assert!(covers(
+            &by_name(&[("l1", true), ("l2", true)]),
+            &Latched::Flag(true)
+        ));
+    }
+}

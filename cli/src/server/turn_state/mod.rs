@@ -1,0 +1,138 @@
+//! Where the server keeps turn state: in this process (the default, one instance), or in a
+//! shared Redis/Valkey store (`--state redis://...`, several replicas).
+//!
+//! Both are used the same way, once per batch that names a session and turn ([`TurnState::
+//! judge`]): the batch is judged first with only its own latch facts, which also gives the
+//! latches it sets by itself; one exchange with the store records those and returns what the
+//! turn held before; only when that adds a latch is the batch judged again with it. So the
+//! shared store costs one round trip per batch, and what is stored never depends on the
+//! order in which replicas finish.
+//!
+//! When the shared store fails, the batch is judged fail-closed ([`fail_closed`]).
+
+mod fail_closed;
+mod latches;
+pub mod redis_store;
+mod stats;
+
+use redis_store::{RedisStore, Reply};
+use std::time::Instant;
+use toolgate_engine::{Carried, Latched, Origin, Policy, Response, SessionError, SessionStore};
+
+/// The store of turn state.
+pub enum TurnState {
+    /// This process's memory (`engine::SessionStore`), swept by the server.
+    Memory(SessionStore),
+    /// A Redis or Valkey store shared by replicas.
+    Redis(Box<RedisStore>),
+}
+
+/// What judging a batch against the store gave.
+pub enum Judged {
+    /// The response, and where the turn's state came from.
+    Done(Response, Origin),
+    /// The store refused to start or continue the session (503).
+    Refused(SessionError),
+}
+
+impl TurnState {
+    /// Judges one batch of `turn` with the state the store holds for it, and records the
+    /// latches the batch sets. `decide` judges the batch with the given latch state carried
+    /// in (unioned with the request's own), or with none.
+    pub async fn judge(
+        &self,
+        policy: &Policy,
+        (session, turn): (&str, &str),
+        now: Instant,
+        mut decide: impl FnMut(Option<&Latched>) -> Response,
+    ) -> Judged {
+        let first = decide(None);
+        let carried = match self {
+            TurnState::Memory(store) => match store.begin(policy, session, turn, now) {
+                Ok(carried) => {
+                    store.record(policy, session, turn, &first.latched, now);
+                    carried
+                }
+                Err(e) => return Judged::Refused(e),
+            },
+            TurnState::Redis(store) => {
+                match store.exchange(policy, session, turn, &first.latched).await {
+                    Ok(Reply::Carried(carried)) => carried,
+                    Ok(Reply::TooManyTurns) => return Judged::Refused(SessionError::TooManyTurns),
+                    Err(redis_store::Unavailable) => {
+                        let all = decide(Some(&Latched::Flag(true)));
+                        return Judged::Done(
+                            fail_closed::relabel(policy, &first, all),
+                            Origin::Unavailable,
+                        );
+                    }
+                }
+            }
+        };
+        if latches::covers(&first.latched, &carried.latched) {
+            Judged::Done(first, carried.origin)
+        } else {
+            Judged::Done(decide(Some(&carried.latched)), carried.origin)
+        }
+    }
+
+    /// The state `turn` would carry, changing nothing (`/v1/offer`). Every latch when the
+    /// shared store cannot say.
+    pub async fn peek(&self, policy: &Policy, session: &str, turn: &str, now: Instant) -> Carried {
+        match self {
+            TurnState::Memory(store) => store.peek(policy, session, turn, now),
+            TurnState::Redis(store) => store.peek(policy, session, turn).await.unwrap_or(Carried {
+                origin: Origin::Unavailable,
+                latched: Latched::Flag(true),
+            }),
+        }
+    }
+
+    /// Drops what the in-memory store no longer needs; the shared store's keys expire by
+    /// themselves.
+    pub fn expire(&self, now: Instant) {
+        if let TurnState::Memory(store) = self {
+            store.expire(now);
+        }
+    }
+
+    /// (sessions, bytes) the in-memory store holds; zero for the shared one, whose size is
+    /// the store's own to report.
+    pub fn held(&self) -> (usize, usize) {
+        match self {
+            TurnState::Memory(store) => (store.len(), store.bytes()),
+            TurnState::Redis(_) => (0, 0),
+        }
+    }
+
+    /// The `state` object of `/health`, and whether the store is up.
+    pub async fn health(&self) -> (serde_json::Value, bool) {
+        match self {
+            TurnState::Memory(_) => (serde_json::json!({"store": "memory", "up": true}), true),
+            TurnState::Redis(store) => {
+                let up = store.ping().await;
+                (serde_json::json!({"store": "redis", "up": up}), up)
+            }
+        }
+    }
+
+    /// Says on standard error where turn state is kept and whether a shared store answers
+    /// (the server starts either way, and judges fail-closed until it does).
+    pub async fn announce(&self) {
+        if let TurnState::Redis(store) = self {
+            let up = if store.ping().await {
+                "up"
+            } else {
+                "down: judging fail-closed until it answers"
+            };
+            eprintln!("toolgate: turn state in redis ({up})");
+        }
+    }
+
+    /// The store's metrics, appended to `/metrics`.
+    pub fn render_metrics(&self, out: &mut String) {
+        if let TurnState::Redis(store) = self {
+            store.stats.render(out);
+        }
+    }
+}

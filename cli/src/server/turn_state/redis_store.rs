@@ -1,0 +1,250 @@
+//! Turn state in Redis or Valkey (`serve --state redis://HOST:PORT[/DB]`), shared by every
+//! replica that names the same store.
+//!
+//! One batch is one round trip: a server-side Lua script (`EVALSHA`, loaded again on
+//! `NOSCRIPT`) reads the turn's state and unions in the latches the batch sets by itself,
+//! atomically, so concurrent batches of one turn through different replicas are serialised
+//! by the store and the turn ends with the union of all of them. The script only ever adds
+//! latches. Expiry is the store's: each session key carries a TTL. The store's own clock
+//! judges idleness, so replicas' clocks never matter.
+//!
+//! Any failure (no connection, an error reply, no answer within the timeout) is reported as
+//! [`Unavailable`]; the caller then judges fail-closed. A write that timed out may still have
+//! happened: it only ever sets latches, so that errs towards latched.
+
+use super::latches;
+use super::stats::{Failure, Stats};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, RedisError, Script};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use toolgate_engine::{Carried, LatchState, Origin, Policy, SessionLimits, MAX_LATCHED_TURNS};
+use toolgate_engine::{Latched, RECENT_TURNS};
+
+/// The shared store could not be read or written in time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable;
+
+/// What one exchange with the store gave.
+pub enum Reply {
+    /// The turn's state before this batch.
+    Carried(Carried),
+    /// The session has pushed out too many latched turns.
+    TooManyTurns,
+}
+
+/// Where the store is, and how long a round trip may take.
+#[derive(Debug, Clone)]
+pub struct RedisConfig {
+    /// `redis://[:PASSWORD@]HOST:PORT[/DB]` (or `unix://PATH`); TLS is not built in.
+    pub url: String,
+    /// Longest a round trip may take before the batch is judged fail-closed.
+    pub timeout: Duration,
+    /// Prefix of every key toolgate writes, so several fleets can share one store.
+    pub prefix: String,
+}
+
+/// A Redis or Valkey store of turn state.
+pub struct RedisStore {
+    conn: ConnectionManager,
+    exchange: Script,
+    peek: Script,
+    timeout: Duration,
+    prefix: String,
+    limits: SessionLimits,
+    /// The store epoch this replica has seen ("" before its first answer): how a restart that
+    /// lost the data is told from a store that never had any.
+    epoch: Mutex<String>,
+    /// The epoch this replica writes when it finds no marker.
+    proposed: String,
+    /// Round trips, failures and latency.
+    pub stats: Stats,
+}
+
+/// The marker key's name under `prefix`.
+fn marker_key(prefix: &str) -> String {
+    format!("{prefix}:marker")
+}
+
+/// A session's keys: its hash and its set of forgotten latched turns. The `{...}` hash tag
+/// keeps both in one slot. Module names are identifiers, so `:` cannot occur in one.
+fn session_keys(prefix: &str, policy: &Policy, session: &str) -> (String, String) {
+    let hash = format!("{prefix}:s:{{{}:{session}}}", policy.module());
+    let old = format!("{hash}:old");
+    (hash, old)
+}
+
+fn failure(e: &RedisError) -> Failure {
+    if e.is_timeout() {
+        Failure::Timeout
+    } else if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
+        Failure::Connection
+    } else {
+        Failure::Reply
+    }
+}
+
+fn origin(s: &str) -> Option<Origin> {
+    match s {
+        "new" => Some(Origin::New),
+        "carried" => Some(Origin::Carried),
+        "expired" => Some(Origin::Expired),
+        _ => None,
+    }
+}
+
+impl RedisStore {
+    /// A store at `config.url`. Connects lazily: a store that is down at start-up makes the
+    /// server judge fail-closed until it is up, rather than refuse to start.
+    pub fn open(config: &RedisConfig, limits: SessionLimits, boot: u64) -> Result<Self, String> {
+        if config.url.starts_with("rediss:") || config.url.starts_with("valkeys:") {
+            return Err("TLS to the store is not built in; reach it over a private network or a local TLS tunnel (docs/deploy.md)".into());
+        }
+        let client = Client::open(config.url.as_str()).map_err(|e| e.to_string())?;
+        let manager = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.timeout))
+            .set_response_timeout(Some(config.timeout))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500));
+        let conn =
+            ConnectionManager::new_lazy_with_config(client, manager).map_err(|e| e.to_string())?;
+        let source = |body: &str| format!("{}\n{body}", include_str!("common.lua"));
+        Ok(RedisStore {
+            conn,
+            exchange: Script::new(&source(include_str!("exchange.lua"))),
+            peek: Script::new(&source(include_str!("peek.lua"))),
+            timeout: config.timeout,
+            prefix: config.prefix.clone(),
+            limits,
+            epoch: Mutex::new(String::new()),
+            proposed: format!("{boot:x}-{:x}", std::process::id()),
+            stats: Stats::default(),
+        })
+    }
+
+    fn known_epoch(&self) -> String {
+        self.epoch.lock().map(|e| e.clone()).unwrap_or_default()
+    }
+
+    /// Runs one script invocation within the timeout, counting it.
+    async fn run(
+        &self,
+        invocation: redis::ScriptInvocation<'_>,
+    ) -> Result<Vec<String>, Unavailable> {
+        let started = Instant::now();
+        let mut conn = self.conn.clone();
+        let result = match tokio::time::timeout(
+            self.timeout,
+            invocation.invoke_async::<Vec<String>>(&mut conn),
+        )
+        .await
+        {
+            Err(_) => Err(Failure::Timeout),
+            Ok(Err(e)) => Err(failure(&e)),
+            Ok(Ok(reply)) => Ok(reply),
+        };
+        self.stats.observe(
+            started.elapsed(),
+            result.as_ref().map(|_| ()).map_err(|f| *f),
+        );
+        let reply = result.map_err(|_| Unavailable)?;
+        if let Some(epoch) = reply.get(2) {
+            if let Ok(mut known) = self.epoch.lock() {
+                if *known != *epoch {
+                    epoch.clone_into(&mut known);
+                }
+            }
+        }
+        Ok(reply)
+    }
+
+    fn common_args<'s>(
+        &'s self,
+        script: &'s Script,
+        policy: &Policy,
+        session: &str,
+        turn: &str,
+    ) -> redis::ScriptInvocation<'s> {
+        let (hash, old) = session_keys(&self.prefix, policy, session);
+        let mut inv = script.prepare_invoke();
+        inv.key(hash)
+            .key(old)
+            .key(marker_key(&self.prefix))
+            .arg(turn)
+            .arg(millis(self.limits.ttl))
+            .arg(millis(self.limits.keep_expired))
+            .arg(self.known_epoch())
+            .arg(&self.proposed);
+        inv
+    }
+
+    /// Starts or continues `turn`: the state the store held for it, after unioning in `own`
+    /// (the latches the batch sets by itself).
+    pub async fn exchange(
+        &self,
+        policy: &Policy,
+        session: &str,
+        turn: &str,
+        own: &LatchState,
+    ) -> Result<Reply, Unavailable> {
+        let mut inv = self.common_args(&self.exchange, policy, session, turn);
+        inv.arg(latches::encode(policy, own))
+            .arg(RECENT_TURNS)
+            .arg(MAX_LATCHED_TURNS);
+        let reply = self.run(inv).await?;
+        match reply.first().map(String::as_str) {
+            Some("too_many") => Ok(Reply::TooManyTurns),
+            _ => self.carried(policy, &reply).map(Reply::Carried),
+        }
+    }
+
+    /// The state `turn` would carry, changing nothing.
+    pub async fn peek(
+        &self,
+        policy: &Policy,
+        session: &str,
+        turn: &str,
+    ) -> Result<Carried, Unavailable> {
+        let inv = self.common_args(&self.peek, policy, session, turn);
+        let reply = self.run(inv).await?;
+        self.carried(policy, &reply)
+    }
+
+    fn carried(&self, policy: &Policy, reply: &[String]) -> Result<Carried, Unavailable> {
+        let (Some(origin), Some(stored)) = (reply.first().and_then(|o| origin(o)), reply.get(1))
+        else {
+            // An answer this version does not know: as good as none.
+            self.stats
+                .up
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+            return Err(Unavailable);
+        };
+        let latched = match origin {
+            Origin::Expired => Latched::Flag(true),
+            _ => latches::decode(policy, stored),
+        };
+        Ok(Carried { origin, latched })
+    }
+
+    /// Whether the store answers a `PING` within the timeout.
+    pub async fn ping(&self) -> bool {
+        let started = Instant::now();
+        let mut conn = self.conn.clone();
+        let result = match tokio::time::timeout(
+            self.timeout,
+            redis::cmd("PING").query_async::<String>(&mut conn),
+        )
+        .await
+        {
+            Err(_) => Err(Failure::Timeout),
+            Ok(Err(e)) => Err(failure(&e)),
+            Ok(Ok(_)) => Ok(()),
+        };
+        self.stats.observe(started.elapsed(), result);
+        result.is_ok()
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}

@@ -1,0 +1,36 @@
+//! The compose-style example of docs/deploy.md (`examples/deploy/up.sh`) runs as written:
+//! Redis and two replicas start, and a latch set through one replica holds on the other.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod redis_support;
+use redis_support::redis_available;
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::Command;
+
+fn free_port() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port().to_string()
+}
+
+#[test]
+fn the_deploy_example_starts_redis_and_two_replicas_that_share_a_latch() {
+    if !redis_available() {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = Command::new("bash")
+        .arg(root.join("examples/deploy/up.sh"))
+        .arg("--check")
+        .env("TOOLGATE", env!("CARGO_BIN_EXE_toolgate"))
+        .env("REDIS_PORT", free_port())
+        .env("PORT_A", free_port())
+        .env("PORT_B", free_port())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("check: a latch set through"), "{stdout}");
+}
