@@ -1,7 +1,9 @@
 //! `toolgate`: check policies, evaluate tool-call batches and offer tools from the command line.
 
+mod bundle;
 mod command;
 mod hook;
+mod http_client;
 mod mcp;
 mod server;
 
@@ -34,10 +36,13 @@ enum Command {
     Hook(command::hook::Args),
     /// Run an MCP proxy that offers and forwards only the tool calls the policy allows.
     Mcp(command::mcp::Args),
+    /// Signed policy bundles: make a key, build a bundle, inspect one.
+    Bundle(command::bundle::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    http_client::install_crypto();
     match cli.command {
         Command::Check(args) => command::check::run(&args),
         Command::Eval(args) => command::eval::run(&args),
@@ -47,5 +52,6 @@ fn main() -> ExitCode {
         Command::Test(args) => command::test::run(&args),
         Command::Hook(args) => command::hook::run(&args),
         Command::Mcp(args) => command::mcp::run(&args),
+        Command::Bundle(args) => command::bundle::run(&args),
     }
 }

@@ -8,12 +8,14 @@
 //! read within its timeout) and gives every error response a JSON body.
 
 mod api_error;
+pub mod bundle;
 mod conn;
 pub mod decision_log;
 mod guard;
 mod hooks;
 mod limits;
 mod loader;
+mod log_shipper;
 mod metrics;
 mod routes;
 mod state;
@@ -58,10 +60,14 @@ pub struct Config {
     pub log_file: Option<String>,
     /// Decision-log queue capacity.
     pub log_queue: usize,
+    /// Ship the decision log to this URL (OPA's event format) instead of a file.
+    pub log_url: Option<String>,
     /// How often the directory is polled for changes; zero disables watching.
     pub poll: Duration,
     /// Admin bearer token.
     pub admin_token: Option<String>,
+    /// Serve a signed bundle from this source instead of `dir`.
+    pub bundle: Option<bundle::Source>,
 }
 
 /// How long open connections may take to finish their requests after SIGTERM.
@@ -92,14 +98,24 @@ pub async fn run(config: Config) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.addr))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
-    let (log, writer) = DecisionLog::start(
-        config.log,
-        config.log_args,
-        config.log_file.clone(),
-        config.log_queue,
-    )
-    .await
-    .map_err(|e| format!("cannot open the decision log: {e}"))?;
+    let boot = state::boot_stamp();
+    let (log, writer) = match &config.log_url {
+        Some(url) => log_shipper::start(
+            config.log,
+            config.log_args,
+            url.clone(),
+            config.log_queue,
+            boot,
+        )?,
+        None => DecisionLog::start(
+            config.log,
+            config.log_args,
+            config.log_file.clone(),
+            config.log_queue,
+        )
+        .await
+        .map_err(|e| format!("cannot open the decision log: {e}"))?,
+    };
     let state = Arc::new(AppState {
         store: PolicyStore::default(),
         sessions: SessionStore::new(config.sessions),
@@ -117,13 +133,16 @@ pub async fn run(config: Config) -> Result<(), String> {
         last_attempt: Mutex::new(None),
         reload_lock: tokio::sync::Mutex::new(0),
         counter: AtomicU64::new(0),
-        boot: state::boot_stamp(),
+        boot,
+        bundle: config.bundle.map(bundle::Bundle::new).transpose()?,
     });
     // A failed first load still starts the server: /health says 503 until a reload works.
     let _ = state.clone().reload("startup").await;
     eprintln!("toolgate: listening on http://{local}");
 
-    if !config.poll.is_zero() {
+    if let Some(b) = &state.bundle {
+        tokio::spawn(bundle::poll(state.clone(), b.poll_every()));
+    } else if !config.poll.is_zero() {
         tokio::spawn(watch(state.clone(), config.poll));
     }
     tokio::spawn(sweep(state.clone(), config.sessions.ttl));

@@ -250,6 +250,7 @@ pub async fn policies(State(state): Shared) -> Json<Value> {
         "generation": set.generation(),
         "policies": list,
         "last_reload": last,
+        "bundle": state.bundle.as_ref().map(|b| b.status()),
     }))
 }
 
@@ -257,20 +258,32 @@ pub async fn policies(State(state): Shared) -> Json<Value> {
 pub async fn health(State(state): Shared) -> Response {
     let set = state.store.snapshot();
     if set.is_empty() {
-        ApiError::unavailable("no policy is loaded").into_response()
+        let why = state.bundle.as_ref().and_then(|b| b.status().error);
+        ApiError::unavailable(match why {
+            Some(e) => format!("no policy is loaded: {e}"),
+            None => "no policy is loaded".into(),
+        })
+        .into_response()
     } else {
-        Json(json!({"status": "ok", "policies": set.len(), "generation": set.generation()}))
-            .into_response()
+        Json(
+            json!({"status": "ok", "policies": set.len(), "generation": set.generation(),
+            "bundle": state.bundle.as_ref().map(|b| b.status())}),
+        )
+        .into_response()
     }
 }
 
 /// `GET /metrics`.
 pub async fn metrics(State(state): Shared) -> Response {
-    let text = state.metrics.render(&Gauges {
+    let mut text = state.metrics.render(&Gauges {
         sessions_live: state.sessions.len(),
         sessions_bytes: state.sessions.bytes(),
         policies: state.store.snapshot().len(),
     });
+    if let Some(b) = &state.bundle {
+        text.push_str(&b.render_metrics());
+    }
+    text.push_str(&state.log.render_metrics());
     (
         [(
             axum::http::header::CONTENT_TYPE,
