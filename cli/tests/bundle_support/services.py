@@ -75,9 +75,11 @@ class Handler(BaseHTTPRequestHandler):
         if url.path != "/logs":
             return self.reply(404, b"not found")
         with LOCK:
-            if FAIL["n"] > 0:
+            failing = FAIL["n"] > 0
+            if failing:
                 FAIL["n"] -= 1
-                return self.reply(500, b"failing on purpose")
+        if failing:
+            return self.reply(500, b"failing on purpose")
         if self.headers.get("Content-Encoding") == "gzip":
             body = gzip.decompress(body)
         events = json.loads(body)
