@@ -41,6 +41,10 @@ pub struct Args {
     /// decision-log events), retrying with backoff, instead of writing it locally.
     #[arg(long, value_name = "URL", conflicts_with = "log_file")]
     decision_log_url: Option<String>,
+    /// Export an OpenTelemetry span per decision request to this OTLP/HTTP endpoint (base
+    /// URL; spans go to URL/v1/traces as JSON). Off by default.
+    #[arg(long, value_name = "URL")]
+    otel_endpoint: Option<String>,
     /// Decision-log queue capacity; entries beyond it are dropped and counted.
     #[arg(long, default_value_t = 65_536)]
     log_queue: usize,
@@ -144,6 +148,7 @@ pub fn run(args: &Args) -> ExitCode {
         log_file: args.log_file.clone(),
         log_queue: args.log_queue,
         log_url: args.decision_log_url.clone(),
+        otel_endpoint: args.otel_endpoint.clone(),
         poll: Duration::from_millis(args.poll_ms),
         admin_token: args.admin_token.clone().filter(|t| !t.is_empty()),
     };

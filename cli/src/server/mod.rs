@@ -19,6 +19,7 @@ mod log_shipper;
 mod metrics;
 mod routes;
 mod state;
+mod tracing_otel;
 
 pub use conn::HttpLimits;
 pub use limits::Limits;
@@ -68,6 +69,8 @@ pub struct Config {
     pub admin_token: Option<String>,
     /// Serve a signed bundle from this source instead of `dir`.
     pub bundle: Option<bundle::Source>,
+    /// Export a span per decision request to this OTLP/HTTP endpoint.
+    pub otel_endpoint: Option<String>,
 }
 
 /// How long open connections may take to finish their requests after SIGTERM.
@@ -76,7 +79,7 @@ const DRAIN: Duration = Duration::from_secs(10);
 /// Builds the router over shared state.
 fn router(state: Arc<AppState>) -> Router {
     let body_limit = state.limits.body_bytes;
-    Router::new()
+    let routes = Router::new()
         .route("/v1/decide", post(routes::decide))
         .route("/v1/data/{module}/decide", post(routes::data_decide))
         .route("/v1/offer", post(routes::offer))
@@ -86,7 +89,8 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/v1/policies", get(routes::policies))
         .route("/health", get(routes::health))
         .route("/metrics", get(routes::metrics))
-        .fallback(routes::not_found)
+        .fallback(routes::not_found);
+    tracing_otel::wrap(routes, &state)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(state.clone(), guard::guard))
         .with_state(state)
@@ -135,6 +139,11 @@ pub async fn run(config: Config) -> Result<(), String> {
         counter: AtomicU64::new(0),
         boot,
         bundle: config.bundle.map(bundle::Bundle::new).transpose()?,
+        otel: config
+            .otel_endpoint
+            .as_deref()
+            .map(tracing_otel::Otel::start)
+            .transpose()?,
     });
     // A failed first load still starts the server: /health says 503 until a reload works.
     let _ = state.clone().reload("startup").await;
@@ -158,6 +167,8 @@ pub async fn run(config: Config) -> Result<(), String> {
     )
     .await;
     state.log.close();
+    let flushing = state.clone();
+    let _ = tokio::task::spawn_blocking(move || flushing.otel.as_ref().map(|o| o.shutdown())).await;
     drop(state);
     let _ = writer.await;
     Ok(())

@@ -50,12 +50,14 @@ pub async fn decide(
         Some(done) => done?,
         None => state.judge(state.parse_text(text)?, None)?,
     };
-    Ok(Json(DecideBody {
+    let mut reply = Json(DecideBody {
         response: &response,
         session,
         decision_id: Some(&id),
     })
-    .into_response())
+    .into_response();
+    super::tracing_otel::attach(&state, &mut reply, &response, &id);
+    Ok(reply)
 }
 
 /// `POST /v1/offer`: the executor's tool definitions as the model may see them this turn.
@@ -119,7 +121,9 @@ pub async fn data_decide(
         session,
         decision_id: None,
     };
-    Ok(Json(json!({"result": result, "decision_id": id})).into_response())
+    let mut reply = Json(json!({"result": result, "decision_id": id})).into_response();
+    super::tracing_otel::attach(&state, &mut reply, &response, &id);
+    Ok(reply)
 }
 
 /// The OPA-shaped body the one-pass path accepts: `input` and nothing else.

@@ -52,6 +52,8 @@ pub struct AppState {
     pub boot: u64,
     /// The signed bundle the policies come from (`--bundle`), instead of `dir`.
     pub bundle: Option<super::bundle::Bundle>,
+    /// Decision spans exported over OTLP (`--otel-endpoint`).
+    pub otel: Option<super::tracing_otel::Otel>,
 }
 
 fn now_ms() -> u128 {

@@ -5,8 +5,8 @@
 Serves GET /NAME from folder ROOT with a strong ETag (the SHA-256 of the body) and answers
 304 to a matching If-None-Match, as object storage does. POST /logs receives decision-log
 batches (gzip JSON arrays) and keeps them; GET /__logs returns every event received.
-POST /__fail?n=N makes the next N batches fail with 500. GET /__stats counts answers by
-status. Prints `listening PORT` once bound (PORT 0 picks a free one).
+POST /__fail?n=N makes the next N batches fail with 500. POST /v1/traces receives OTLP/HTTP
+JSON exports; GET /__traces returns them. GET /__stats counts answers by status. Prints `listening PORT` once bound (PORT 0 picks a free one).
 """
 
 import gzip
@@ -24,6 +24,7 @@ STATS = {}
 EVENTS = []
 BATCHES = []
 FAIL = {"n": 0}
+TRACES = []
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -49,6 +50,10 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 body = json.dumps(STATS).encode()
             return self.reply(200, body, [("Content-Type", "application/json")])
+        if url.path == "/__traces":
+            with LOCK:
+                body = json.dumps(TRACES).encode()
+            return self.reply(200, body, [("Content-Type", "application/json")])
         if url.path == "/__logs":
             with LOCK:
                 body = json.dumps({"events": EVENTS, "batches": BATCHES}).encode()
@@ -72,6 +77,14 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 FAIL["n"] = int(parse_qs(url.query)["n"][0])
             return self.reply(204)
+        if url.path == "/v1/traces":
+            if self.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            with LOCK:
+                TRACES.append(
+                    {"type": self.headers.get("Content-Type"), "body": json.loads(body)}
+                )
+            return self.reply(200, b"{}", [("Content-Type", "application/json")])
         if url.path != "/logs":
             return self.reply(404, b"not found")
         with LOCK:
