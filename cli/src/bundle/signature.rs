@@ -161,3 +161,65 @@ pub fn verify(
     }
     Ok(payload.keyid)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn key(seed: u8) -> SigningKey {
+        SigningKey::from_bytes(&[seed; 32])
+    }
+
+    fn files() -> BTreeMap<String, Vec<u8>> {
+        BTreeMap::from([("a.gate".to_string(), b"module a\n".to_vec())])
+    }
+
+    fn jws_of(signatures: &[u8]) -> String {
+        let parsed: SignaturesFile = serde_json::from_slice(signatures).unwrap();
+        parsed.signatures[0].clone()
+    }
+
+    fn wrap(jws: &[&str]) -> Vec<u8> {
+        serde_json::to_vec(&SignaturesFile {
+            signatures: jws.iter().map(|s| s.to_string()).collect(),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_signature_verifies_with_its_key_only() {
+        let sig = sign(&key(1), &files());
+        let id = verify(&sig, &key(1).verifying_key(), &files()).unwrap();
+        assert_eq!(id, key_id(&key(1).verifying_key()));
+        let err = verify(&sig, &key(2).verifying_key(), &files()).unwrap_err();
+        assert!(err.to_string().contains("does not verify"), "{err}");
+    }
+
+    #[test]
+    fn alg_none_and_other_algorithms_are_refused_whatever_the_payload() {
+        let jws = jws_of(&sign(&key(1), &files()));
+        let payload = jws.split('.').nth(1).unwrap();
+        for alg in ["none", "HS256", "RS256", "eddsa"] {
+            let header = B64.encode(format!("{{\"alg\":\"{alg}\"}}"));
+            let forged = wrap(&[&format!("{header}.{payload}.")]);
+            let err = verify(&forged, &key(1).verifying_key(), &files()).unwrap_err();
+            assert!(err.to_string().contains("is not accepted"), "{alg}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_changed_payload_or_a_second_signature_is_refused() {
+        let jws = jws_of(&sign(&key(1), &files()));
+        let mut parts: Vec<&str> = jws.split('.').collect();
+        let other = jws_of(&sign(&key(1), &BTreeMap::new()));
+        parts[1] = other.split('.').nth(1).unwrap();
+        let spliced = wrap(&[&parts.join(".")]);
+        assert!(verify(&spliced, &key(1).verifying_key(), &files()).is_err());
+        let two = wrap(&[&jws, &jws]);
+        let err = verify(&two, &key(1).verifying_key(), &files()).unwrap_err();
+        assert!(err.to_string().contains("exactly one"), "{err}");
+        let none = wrap(&[]);
+        assert!(verify(&none, &key(1).verifying_key(), &files()).is_err());
+    }
+}

@@ -1,6 +1,7 @@
 //! `toolgate bundle`: make a signing key, build a signed policy bundle, inspect one.
 
 use crate::bundle::{self, keys, Limits};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -111,7 +112,9 @@ fn inspect(file: &std::path::Path, verify_key: Option<&std::path::Path>) -> Exit
         },
         "compiles": compiled.is_ok(),
     });
-    println!(
+    // A closed pipe (`| head`) is not an error worth a panic.
+    let _ = writeln!(
+        std::io::stdout(),
         "{}",
         serde_json::to_string_pretty(&report).unwrap_or_default()
     );
