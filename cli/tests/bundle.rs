@@ -85,6 +85,29 @@ impl Fixture {
     fn public(&self) -> String {
         s(&self.key("keys", "bundle.pub")).to_string()
     }
+
+    /// Serves what is published over HTTP and starts `toolgate serve --bundle` on it with
+    /// the configured key and `extra` flags.
+    fn serve_published(&self, extra: &[&str]) -> (Services, Toolgate) {
+        let www = Services::start(&self.www(), 0);
+        let url = www.url("bundle.tar.gz");
+        let pk = self.public();
+        let mut args = vec!["--bundle", &url, "--verify-key", &pk, "--log", "off"];
+        args.extend_from_slice(extra);
+        let tg = serve(&args);
+        (www, tg)
+    }
+
+    /// Publishes a good bundle and serves it, polled every `poll_s` seconds; returns once
+    /// the bundle is loaded.
+    fn serve_good(&self, poll_s: &str) -> (Services, Toolgate) {
+        self.publish(&self.build("keys"));
+        let (www, tg) = self.serve_published(&["--poll-s", poll_s]);
+        wait_for("the first bundle to load", || {
+            get_json(&tg.addr, "/health").0 == 200
+        });
+        (www, tg)
+    }
 }
 
 fn s(p: &Path) -> &str {
@@ -272,24 +295,8 @@ fn build_refuses_imports_outside_the_directory_and_policies_that_do_not_compile(
 #[test]
 fn a_served_bundle_loads_swaps_on_change_and_a_304_recompiles_nothing() {
     let fx = Fixture::new("swap");
-    fx.publish(&fx.build("keys"));
-    let www = Services::start(&fx.www(), 0);
-    let url = www.url("bundle.tar.gz");
-    let pk = fx.public();
-    let tg = serve(&[
-        "--bundle",
-        &url,
-        "--verify-key",
-        &pk,
-        "--poll-s",
-        "1",
-        "--log",
-        "off",
-    ]);
+    let (www, tg) = fx.serve_good("1");
     let a = &tg.addr;
-    wait_for("the first bundle to load", || {
-        get_json(a, "/health").0 == 200
-    });
     assert!(send_allowed(a));
     let (_, v) = get_json(a, "/v1/policies");
     assert_eq!(v["bundle"]["outcome"], "loaded", "{v}");
@@ -350,13 +357,44 @@ fn attacks(fx: &Fixture) -> Vec<(&'static str, Vec<u8>, &'static str)> {
         "does not verify with the configured key",
     ));
 
-    let mut extra = good.clone();
-    extra.push(("zz.gate".into(), policy(false).into_bytes()));
-    out.push((
-        "extra unsigned file",
-        pack(&files(extra)),
-        "`zz.gate` is in the bundle but not signed",
-    ));
+    // The signed files plus one more entry, as an attacker would add it.
+    let added: [(&str, Vec<u8>, &str, &str); 5] = [
+        (
+            "extra unsigned file",
+            policy(false).into_bytes(),
+            "zz.gate",
+            "`zz.gate` is in the bundle but not signed",
+        ),
+        (
+            "path traversal",
+            policy(false).into_bytes(),
+            "../escape.gate",
+            "`../escape.gate` refused",
+        ),
+        (
+            "absolute path",
+            policy(false).into_bytes(),
+            "/tmp/abs.gate",
+            "`/tmp/abs.gate` refused",
+        ),
+        (
+            "duplicate entry",
+            policy(false).into_bytes(),
+            "gate.gate",
+            "`gate.gate` appears twice",
+        ),
+        (
+            "oversized entry",
+            vec![b' '; 5 << 20],
+            "big.gate",
+            "`big.gate` is over the limit",
+        ),
+    ];
+    for (what, data, name, expect) in added {
+        let mut entries = good.clone();
+        entries.push((name.to_string(), data));
+        out.push((what, pack(&files(entries)), expect));
+    }
 
     let missing: Vec<_> = good
         .iter()
@@ -369,41 +407,9 @@ fn attacks(fx: &Fixture) -> Vec<(&'static str, Vec<u8>, &'static str)> {
         "`lib/shared.gate` is signed but missing",
     ));
 
-    let mut traversal = good.clone();
-    traversal.push(("../escape.gate".into(), policy(false).into_bytes()));
-    out.push((
-        "path traversal",
-        pack(&files(traversal)),
-        "`../escape.gate` refused",
-    ));
-
-    let mut absolute = good.clone();
-    absolute.push(("/tmp/abs.gate".into(), policy(false).into_bytes()));
-    out.push((
-        "absolute path",
-        pack(&files(absolute)),
-        "`/tmp/abs.gate` refused",
-    ));
-
-    let mut dup = good.clone();
-    dup.push(("gate.gate".into(), policy(false).into_bytes()));
-    out.push((
-        "duplicate entry",
-        pack(&files(dup)),
-        "`gate.gate` appears twice",
-    ));
-
     let mut with_link = files(good.clone());
     with_link.push(("link.gate".into(), Vec::new(), Kind::Symlink("/etc/passwd")));
     out.push(("symlink", pack(&with_link), "links are not allowed"));
-
-    let mut oversized = good.clone();
-    oversized.push(("big.gate".into(), vec![b' '; 5 << 20]));
-    out.push((
-        "oversized entry",
-        pack(&files(oversized)),
-        "`big.gate` is over the limit",
-    ));
 
     out.push((
         "not an archive",
@@ -416,24 +422,8 @@ fn attacks(fx: &Fixture) -> Vec<(&'static str, Vec<u8>, &'static str)> {
 #[test]
 fn every_hostile_or_tampered_bundle_is_refused_and_the_old_set_keeps_serving() {
     let fx = Fixture::new("attacks");
-    fx.publish(&fx.build("keys"));
-    let www = Services::start(&fx.www(), 0);
-    let url = www.url("bundle.tar.gz");
-    let pk = fx.public();
-    let tg = serve(&[
-        "--bundle",
-        &url,
-        "--verify-key",
-        &pk,
-        "--poll-s",
-        "3600",
-        "--log",
-        "off",
-    ]);
+    let (_www, tg) = fx.serve_good("3600");
     let a = &tg.addr;
-    wait_for("the first bundle to load", || {
-        get_json(a, "/health").0 == 200
-    });
     assert!(send_allowed(a));
     let generation = get_json(a, "/v1/policies").1["generation"].as_u64();
 
@@ -487,18 +477,7 @@ fn a_bundle_that_fails_to_compile_on_the_server_is_refused() {
     )
     .unwrap();
     fx.publish(&fx.build("keys"));
-    let www = Services::start(&fx.www(), 0);
-    let url = www.url("bundle.tar.gz");
-    let pk = fx.public();
-    let tg = serve(&[
-        "--bundle",
-        &url,
-        "--verify-key",
-        &pk,
-        "--deny-warnings",
-        "--log",
-        "off",
-    ]);
+    let (_www, tg) = fx.serve_published(&["--deny-warnings"]);
     let (st, v) = get_json(&tg.addr, "/health");
     assert_eq!(st, 503, "{v}");
     let message = v["error"]["message"].as_str().unwrap();

@@ -16,6 +16,19 @@ fn policy_dir(tag: &str) -> std::path::PathBuf {
     dir
 }
 
+/// `toolgate serve DIR --decision-log-url URL --log all EXTRA`.
+fn shipping(dir: &std::path::Path, url: &str, extra: &[&str]) -> Toolgate {
+    let mut args = vec![
+        dir.to_str().unwrap(),
+        "--decision-log-url",
+        url,
+        "--log",
+        "all",
+    ];
+    args.extend_from_slice(extra);
+    serve(&args)
+}
+
 fn counter(addr: &str, name: &str) -> f64 {
     let text = http(addr, "GET", "/metrics", &[], b"").1;
     metric(&text, name).unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
@@ -30,13 +43,7 @@ fn events_reach_the_collector_in_opa_format_after_it_comes_up() {
     let dir = policy_dir("updown");
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}/logs");
-    let tg = serve(&[
-        dir.to_str().unwrap(),
-        "--decision-log-url",
-        &url,
-        "--log",
-        "all",
-    ]);
+    let tg = shipping(&dir, &url, &[]);
     let a = &tg.addr;
     let mut responses = Vec::new();
     for i in 0..3 {
@@ -109,15 +116,7 @@ fn a_full_buffer_drops_and_counts_entries_and_never_blocks_a_decision() {
         http(&services.addr, "POST", "/__fail?n=1000000", &[], b"").0,
         204
     );
-    let tg = serve(&[
-        dir.to_str().unwrap(),
-        "--decision-log-url",
-        &url,
-        "--log",
-        "all",
-        "--log-queue",
-        "4",
-    ]);
+    let tg = shipping(&dir, &url, &["--log-queue", "4"]);
     let a = &tg.addr;
     let sent = 60;
     for _ in 0..sent {

@@ -4,7 +4,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use serde_json::{json, Value};
-use std::process::{Command, Stdio};
 
 mod bundle_support;
 mod server_support;
@@ -42,21 +41,17 @@ fn a_decision_span_continues_the_callers_trace_with_one_event_per_call() {
     let www = temp_dir("otel-www");
     let collector = Services::start(&www, 0);
     let endpoint = format!("http://{}", collector.addr);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args([
-            "serve",
+    let tg = serve_with_env(
+        &[
             dir.to_str().unwrap(),
-            "--addr",
-            "127.0.0.1:0",
             "--log",
             "off",
-        ])
-        .args(["--otel-endpoint", &endpoint])
-        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let addr = listening(&mut child);
+            "--otel-endpoint",
+            &endpoint,
+        ],
+        &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
+    );
+    let addr = tg.addr.clone();
 
     let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
     let parent_id = "00f067aa0ba902b7";
@@ -126,25 +121,6 @@ fn a_decision_span_continues_the_callers_trace_with_one_event_per_call() {
         "{other}"
     );
 
-    let _ = child.kill();
-    let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&www);
-}
-
-/// Waits for the listening line; keeps draining standard error.
-fn listening(child: &mut std::process::Child) -> String {
-    use std::io::{BufRead, BufReader};
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("server exited before listening")
-            .unwrap();
-        if let Some(rest) = line.strip_prefix("toolgate: listening on http://") {
-            break rest.trim().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    addr
 }

@@ -78,9 +78,15 @@ impl Drop for Toolgate {
 
 /// Starts `toolgate serve ARGS --addr 127.0.0.1:0` and waits until it listens.
 pub fn serve(args: &[&str]) -> Toolgate {
+    serve_with_env(args, &[])
+}
+
+/// [`serve`] with extra environment variables.
+pub fn serve_with_env(args: &[&str], env: &[(&str, &str)]) -> Toolgate {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .arg("serve")
         .args(args)
+        .envs(env.iter().copied())
         .args(["--addr", "127.0.0.1:0"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
