@@ -303,6 +303,15 @@ fn a_served_bundle_loads_swaps_on_change_and_a_304_recompiles_nothing() {
     assert_eq!(v["bundle"]["verified"], true);
     let revision = v["bundle"]["revision"].as_str().unwrap().to_string();
     let generation = v["generation"].as_u64().unwrap();
+    // What is served is what the manifest says: its revision and each policy's revision.
+    let out = toolgate(&["bundle", "inspect", s(&fx.www().join("bundle.tar.gz"))]);
+    let inspected: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(inspected["manifest"]["revision"], revision.as_str());
+    assert_eq!(
+        inspected["manifest"]["metadata"]["toolgate"]["modules"][0]["revision"],
+        v["policies"][0]["revision"]
+    );
+    assert_eq!(v["bundle"]["key_id"].as_str().map(str::len), Some(16));
 
     // Unchanged: the poll gets 304s and nothing is compiled again.
     wait_for("two 304 answers", || {

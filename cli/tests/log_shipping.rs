@@ -137,3 +137,34 @@ fn a_full_buffer_drops_and_counts_entries_and_never_blocks_a_decision() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&www);
 }
+
+#[test]
+fn sigterm_drains_the_queue_to_the_collector() {
+    let dir = policy_dir("drain");
+    let www = temp_dir("ship-drain-www");
+    let services = Services::start(&www, 0);
+    let mut tg = shipping(&dir, &services.url("logs"), &[]);
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        let (st, v) = post_json(&tg.addr, "/v1/decide", &batch("send"));
+        assert_eq!(st, 200);
+        ids.push(v["decision_id"].as_str().unwrap().to_string());
+    }
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &tg.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = tg.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    // Everything decided before SIGTERM reached the collector before the process ended.
+    let got: Vec<String> = received(&services.addr)["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["decision_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(got, ids);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&www);
+}

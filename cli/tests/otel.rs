@@ -124,3 +124,41 @@ fn a_decision_span_continues_the_callers_trace_with_one_event_per_call() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&www);
 }
+
+#[test]
+fn spans_still_buffered_are_exported_at_shutdown() {
+    let dir = temp_dir("otel-flush");
+    std::fs::write(dir.join("gate.gate"), POLICY_A).unwrap();
+    let www = temp_dir("otel-flush-www");
+    let collector = Services::start(&www, 0);
+    let endpoint = format!("http://{}", collector.addr);
+    // The batch processor's delay is far longer than the test: only the shutdown flush can
+    // export the span in time.
+    let mut tg = serve_with_env(
+        &[
+            dir.to_str().unwrap(),
+            "--log",
+            "off",
+            "--otel-endpoint",
+            &endpoint,
+        ],
+        &[("OTEL_BSP_SCHEDULE_DELAY", "600000")],
+    );
+    let (st, _) = http(
+        &tg.addr,
+        "POST",
+        "/v1/decide",
+        &[],
+        batch("send").to_string().as_bytes(),
+    );
+    assert_eq!(st, 200);
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &tg.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    assert!(tg.child.wait().unwrap().success());
+    assert_eq!(spans(&collector.addr).len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&www);
+}

@@ -7,8 +7,9 @@
 //! as one gzip-compressed JSON array, and retries a failed batch with exponential backoff
 //! ([`MIN_BACKOFF`] doubling up to [`MAX_BACKOFF`]) while new entries wait in the queue. A
 //! batch the collector refuses as malformed (a 4xx other than 408 and 429) would never be
-//! taken and is dropped and counted. At shutdown a failing batch gets [`LAST_TRIES`] more
-//! tries.
+//! taken and is dropped and counted. At shutdown the queue is drained, and a failing batch
+//! gets [`LAST_TRIES`] more tries at most [`SHUTDOWN_BACKOFF`] apart, then is counted as
+//! abandoned.
 //!
 //! Each event has OPA's fields: `decision_id`, `timestamp` (RFC 3339), `labels` (`id` of
 //! this server process, `version`, `app`), `path`, `input` (session, turn and each call's
@@ -35,6 +36,8 @@ pub const MIN_BACKOFF: Duration = Duration::from_millis(100);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// Tries left for a failing batch once the server is shutting down.
 pub const LAST_TRIES: u32 = 3;
+/// The longest delay between those last tries.
+pub const SHUTDOWN_BACKOFF: Duration = Duration::from_millis(500);
 /// Longest wait for one POST.
 const POST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -248,14 +251,17 @@ async fn ship(
                     if failures.is_power_of_two() || failures == 0 {
                         eprintln!("toolgate: decision log: cannot ship to {url}: {e}; retrying");
                     }
+                    let mut wait = backoff;
                     if rx.is_closed() {
+                        // Shutting down: a few quick tries, so SIGTERM is not held up.
                         last_tries = last_tries.saturating_sub(1);
                         if last_tries == 0 {
                             stats.abandoned.fetch_add(n, Relaxed);
                             break;
                         }
+                        wait = wait.min(SHUTDOWN_BACKOFF);
                     }
-                    tokio::time::sleep(backoff).await;
+                    tokio::time::sleep(wait).await;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
             }
