@@ -563,3 +563,50 @@ fn a_bundle_server_that_is_down_is_reported_and_picked_up_once_it_is_up() {
     assert!(send_allowed(a));
     assert_eq!(get_json(a, "/v1/policies").1["bundle"]["outcome"], "loaded");
 }
+
+#[test]
+fn https_bundles_are_verified_against_trusted_roots_only() {
+    let fx = Fixture::new("https");
+    fx.publish(&fx.build("keys"));
+    // A certificate for 127.0.0.1, made by openssl (installed by .ci/run).
+    let (cert, key) = (fx.root.join("cert.pem"), fx.root.join("key.pem"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-keyout", s(&key), "-out", s(&cert), "-days", "2", "-nodes"])
+        .args([
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .output()
+        .expect("openssl is needed to make a test certificate");
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let www = Services::start_tls(&fx.www(), 0, Some((&cert, &key)));
+    let url = format!("https://{}/bundle.tar.gz", www.addr);
+    let pk = fx.public();
+    let args = ["--bundle", &url, "--verify-key", &pk, "--log", "off"];
+
+    // Not trusted: the download fails, nothing is served.
+    let tg = serve(&args);
+    let (st, v) = get_json(&tg.addr, "/health");
+    assert_eq!(st, 503, "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("unreachable") && message.contains("certificate"),
+        "{message}"
+    );
+
+    // Trusted (the system roots replaced by this certificate): loaded over TLS.
+    let tg = serve_with_env(&args, &[("SSL_CERT_FILE", s(&cert))]);
+    assert_eq!(get_json(&tg.addr, "/health").0, 200);
+    assert!(send_allowed(&tg.addr));
+}

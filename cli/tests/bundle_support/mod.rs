@@ -26,11 +26,17 @@ impl Drop for Services {
 impl Services {
     /// Starts the services on `port` (0: any free port), serving bundles from `root`.
     pub fn start(root: &Path, port: u16) -> Services {
+        Services::start_tls(root, port, None)
+    }
+
+    /// [`Services::start`], speaking HTTPS with `(cert, key)` when given.
+    pub fn start_tls(root: &Path, port: u16, tls: Option<(&Path, &Path)>) -> Services {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/bundle_support/services.py");
         let mut child = Command::new("python3")
             .arg(script)
             .arg(port.to_string())
             .arg(root)
+            .args(tls.into_iter().flat_map(|(c, k)| [c, k]))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

@@ -1,18 +1,20 @@
 """Loopback HTTP services for the bundle and decision-log tests, Python standard library only.
 
-    python3 services.py PORT ROOT
+    python3 services.py PORT ROOT [CERT KEY]
 
 Serves GET /NAME from folder ROOT with a strong ETag (the SHA-256 of the body) and answers
 304 to a matching If-None-Match, as object storage does. POST /logs receives decision-log
 batches (gzip JSON arrays) and keeps them; GET /__logs returns every event received.
 POST /__fail?n=N makes the next N batches fail with 500. POST /v1/traces receives OTLP/HTTP
-JSON exports; GET /__traces returns them. GET /__stats counts answers by status. Prints `listening PORT` once bound (PORT 0 picks a free one).
+JSON exports; GET /__traces returns them. GET /__stats counts answers by status. With CERT and KEY (PEM files) it speaks HTTPS. Prints `listening PORT` once bound
+(PORT 0 picks a free one).
 """
 
 import gzip
 import hashlib
 import json
 import os
+import ssl
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -109,5 +111,9 @@ class Handler(BaseHTTPRequestHandler):
 
 
 server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+if len(sys.argv) > 4:
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(sys.argv[3], sys.argv[4])
+    server.socket = tls.wrap_socket(server.socket, server_side=True)
 print("listening", server.server_address[1], flush=True)
 server.serve_forever()
