@@ -23,6 +23,38 @@ pub struct Source {
     pub poll: Duration,
 }
 
+/// What one fetch came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Verified, compiled and swapped in.
+    Loaded,
+    /// 304, or the same bytes again: nothing recompiled.
+    NotModified,
+    /// Refused: archive, signature or compilation.
+    Refused,
+    /// Not downloaded: connection, HTTP status or size.
+    Unreachable,
+}
+
+impl Outcome {
+    const ALL: [Outcome; 4] = [
+        Outcome::Loaded,
+        Outcome::NotModified,
+        Outcome::Refused,
+        Outcome::Unreachable,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Loaded => "loaded",
+            Outcome::NotModified => "not_modified",
+            Outcome::Refused => "refused",
+            Outcome::Unreachable => "unreachable",
+        }
+    }
+}
+
 /// What the last fetches did, for `/v1/policies` and `/health`.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Status {
@@ -38,8 +70,8 @@ pub struct Status {
     pub etag: Option<String>,
     /// Unix milliseconds of the last fetch attempt.
     pub checked_at_ms: Option<u128>,
-    /// `loaded`, `not_modified`, `refused` or `unreachable`.
-    pub outcome: Option<&'static str>,
+    /// What the last fetch came to.
+    pub outcome: Option<Outcome>,
     /// Why the last bundle was refused or could not be fetched; cleared by the next load.
     pub error: Option<String>,
 }
@@ -55,10 +87,8 @@ pub struct Bundle {
     digest: Mutex<Option<String>>,
     /// One fetch at a time, so ETags and generations stay in step.
     fetching: tokio::sync::Mutex<()>,
-    loaded: AtomicU64,
-    not_modified: AtomicU64,
-    refused: AtomicU64,
-    unreachable: AtomicU64,
+    /// Fetches by [`Outcome`], in its order.
+    counts: [AtomicU64; 4],
 }
 
 /// Longest wait for one bundle download.
@@ -79,10 +109,7 @@ impl Bundle {
             status: Mutex::new(status),
             digest: Mutex::new(None),
             fetching: tokio::sync::Mutex::new(()),
-            loaded: AtomicU64::new(0),
-            not_modified: AtomicU64::new(0),
-            refused: AtomicU64::new(0),
-            unreachable: AtomicU64::new(0),
+            counts: Default::default(),
         })
     }
 
@@ -102,32 +129,22 @@ impl Bundle {
             "# HELP toolgate_bundle_fetches_total Bundle fetches by outcome.\n\
              # TYPE toolgate_bundle_fetches_total counter\n",
         );
-        for (outcome, n) in [
-            ("loaded", &self.loaded),
-            ("not_modified", &self.not_modified),
-            ("refused", &self.refused),
-            ("unreachable", &self.unreachable),
-        ] {
+        for outcome in Outcome::ALL {
             out.push_str(&format!(
-                "toolgate_bundle_fetches_total{{outcome=\"{outcome}\"}} {}\n",
-                n.load(Relaxed)
+                "toolgate_bundle_fetches_total{{outcome=\"{}\"}} {}\n",
+                outcome.as_str(),
+                self.counts[outcome as usize].load(Relaxed)
             ));
         }
         out
     }
 
-    fn note(&self, outcome: &'static str, error: Option<String>, f: impl FnOnce(&mut Status)) {
-        let counter = match outcome {
-            "loaded" => &self.loaded,
-            "not_modified" => &self.not_modified,
-            "refused" => &self.refused,
-            _ => &self.unreachable,
-        };
-        counter.fetch_add(1, Relaxed);
+    fn note(&self, outcome: Outcome, error: Option<String>, f: impl FnOnce(&mut Status)) {
+        self.counts[outcome as usize].fetch_add(1, Relaxed);
         if let Ok(mut s) = self.status.lock() {
             s.checked_at_ms = Some(now_ms());
             s.outcome = Some(outcome);
-            if outcome != "not_modified" {
+            if outcome != Outcome::NotModified {
                 s.error = error;
             }
             f(&mut s);
@@ -166,13 +183,13 @@ pub async fn reload(state: Arc<AppState>, trigger: &str) -> Result<u64, String> 
                 "toolgate: {msg}; still serving generation {}",
                 state.store.snapshot().generation()
             );
-            b.note("unreachable", Some(msg.clone()), |_| {});
+            b.note(Outcome::Unreachable, Some(msg.clone()), |_| {});
             return Err(msg);
         }
     };
     let (body, etag) = match fetched {
         Fetched::Unchanged => {
-            b.note("not_modified", None, |_| {});
+            b.note(Outcome::NotModified, None, |_| {});
             return Ok(state.store.snapshot().generation());
         }
         Fetched::Body(body, etag) => (body, etag),
@@ -204,13 +221,13 @@ pub async fn reload(state: Arc<AppState>, trigger: &str) -> Result<u64, String> 
     match &result {
         Ok(_) => {
             let (revision, key_id) = manifest.lock().ok().and_then(|m| m.clone()).unzip();
-            b.note("loaded", None, |s| {
+            b.note(Outcome::Loaded, None, |s| {
                 s.etag = etag;
                 s.revision = revision;
                 s.key_id = key_id.flatten();
             });
         }
-        Err(e) => b.note("refused", Some(e.clone()), |s| s.etag = etag),
+        Err(e) => b.note(Outcome::Refused, Some(e.clone()), |s| s.etag = etag),
     }
     result
 }
