@@ -8,13 +8,7 @@ use serde_json::{json, Value};
 mod bundle_support;
 mod server_support;
 use bundle_support::*;
-use server_support::{batch, get_json, http, metric, post_json, temp_dir, POLICY_A};
-
-fn policy_dir(tag: &str) -> std::path::PathBuf {
-    let dir = temp_dir(&format!("ship-{tag}"));
-    std::fs::write(dir.join("gate.gate"), POLICY_A).unwrap();
-    dir
-}
+use server_support::{batch, get_json, http, metric, post_json, POLICY_A};
 
 /// `toolgate serve DIR --decision-log-url URL --log all EXTRA`.
 fn shipping(dir: &std::path::Path, url: &str, extra: &[&str]) -> Toolgate {
@@ -40,7 +34,7 @@ fn received(services: &str) -> Value {
 
 #[test]
 fn events_reach_the_collector_in_opa_format_after_it_comes_up() {
-    let dir = policy_dir("updown");
+    let (dir, www) = policy_and_www("ship-updown", POLICY_A);
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}/logs");
     let tg = shipping(&dir, &url, &[]);
@@ -61,7 +55,6 @@ fn events_reach_the_collector_in_opa_format_after_it_comes_up() {
     });
     assert_eq!(counter(a, "toolgate_decision_log_shipped_total"), 0.0);
 
-    let www = temp_dir("ship-updown-www");
     let services = Services::start(&www, port);
     wait_for("three events at the receiver", || {
         received(&services.addr)["events"].as_array().unwrap().len() >= 3
@@ -106,8 +99,7 @@ fn events_reach_the_collector_in_opa_format_after_it_comes_up() {
 
 #[test]
 fn a_full_buffer_drops_and_counts_entries_and_never_blocks_a_decision() {
-    let dir = policy_dir("full");
-    let www = temp_dir("ship-full-www");
+    let (dir, www) = policy_and_www("ship-full", POLICY_A);
     let services = Services::start(&www, 0);
     let url = services.url("logs");
     // Every POST fails until told otherwise, so the one batch in flight is retried and the
@@ -140,8 +132,7 @@ fn a_full_buffer_drops_and_counts_entries_and_never_blocks_a_decision() {
 
 #[test]
 fn sigterm_drains_the_queue_to_the_collector() {
-    let dir = policy_dir("drain");
-    let www = temp_dir("ship-drain-www");
+    let (dir, www) = policy_and_www("ship-drain", POLICY_A);
     let services = Services::start(&www, 0);
     let mut tg = shipping(&dir, &services.url("logs"), &[]);
     let mut ids = Vec::new();
@@ -150,13 +141,7 @@ fn sigterm_drains_the_queue_to_the_collector() {
         assert_eq!(st, 200);
         ids.push(v["decision_id"].as_str().unwrap().to_string());
     }
-    let term = std::process::Command::new("kill")
-        .args(["-TERM", &tg.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
-    let status = tg.child.wait().unwrap();
-    assert!(status.success(), "{status:?}");
+    tg.terminate();
     // Everything decided before SIGTERM reached the collector before the process ended.
     let got: Vec<String> = received(&services.addr)["events"]
         .as_array()

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 mod bundle_support;
 mod server_support;
 use bundle_support::*;
-use server_support::{batch, get_json, http, temp_dir, POLICY_A};
+use server_support::{batch, get_json, http, POLICY_A};
 
 /// Every span the collector received.
 fn spans(collector: &str) -> Vec<Value> {
@@ -36,9 +36,7 @@ fn attr<'a>(attrs: &'a Value, key: &str) -> Option<&'a Value> {
 
 #[test]
 fn a_decision_span_continues_the_callers_trace_with_one_event_per_call() {
-    let dir = temp_dir("otel");
-    std::fs::write(dir.join("gate.gate"), POLICY_A).unwrap();
-    let www = temp_dir("otel-www");
+    let (dir, www) = policy_and_www("otel", POLICY_A);
     let collector = Services::start(&www, 0);
     let endpoint = format!("http://{}", collector.addr);
     let tg = serve_with_env(
@@ -127,9 +125,7 @@ fn a_decision_span_continues_the_callers_trace_with_one_event_per_call() {
 
 #[test]
 fn spans_still_buffered_are_exported_at_shutdown() {
-    let dir = temp_dir("otel-flush");
-    std::fs::write(dir.join("gate.gate"), POLICY_A).unwrap();
-    let www = temp_dir("otel-flush-www");
+    let (dir, www) = policy_and_www("otel-flush", POLICY_A);
     let collector = Services::start(&www, 0);
     let endpoint = format!("http://{}", collector.addr);
     // The batch processor's delay is far longer than the test: only the shutdown flush can
@@ -152,12 +148,7 @@ fn spans_still_buffered_are_exported_at_shutdown() {
         batch("send").to_string().as_bytes(),
     );
     assert_eq!(st, 200);
-    let term = std::process::Command::new("kill")
-        .args(["-TERM", &tg.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
-    assert!(tg.child.wait().unwrap().success());
+    tg.terminate();
     assert_eq!(spans(&collector.addr).len(), 1);
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&www);

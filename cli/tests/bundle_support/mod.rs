@@ -123,6 +123,34 @@ pub fn serve_with_env(args: &[&str], env: &[(&str, &str)]) -> Toolgate {
     }
 }
 
+impl Toolgate {
+    /// Sends SIGTERM and waits for the exit; panics unless the server exits cleanly.
+    pub fn terminate(&mut self) {
+        let term = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(term.success());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status:?}");
+    }
+}
+
+/// A policy directory holding `gate.gate` with `text`, and an empty folder for the loopback
+/// services, for one test.
+pub fn policy_and_www(tag: &str, text: &str) -> (PathBuf, PathBuf) {
+    let dir = scratch(tag);
+    std::fs::write(dir.join("gate.gate"), text).unwrap();
+    (dir, scratch(&format!("{tag}-www")))
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("toolgate-svc-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// Runs the `toolgate` binary to completion.
 pub fn toolgate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_toolgate"))
