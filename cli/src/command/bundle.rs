@@ -69,9 +69,11 @@ pub fn run(args: &Args) -> ExitCode {
             output,
             revision,
         } => {
-            let built = keys::read_private(key)
-                .and_then(|k| bundle::build(dir, &k, revision.clone(), SystemTime::now()));
-            let bytes = match built {
+            let key = match keys::read_private(key) {
+                Ok(k) => k,
+                Err(e) => return fail(2, &e),
+            };
+            let bytes = match bundle::build(dir, &key, revision.clone(), SystemTime::now()) {
                 Ok(b) => b,
                 Err(e) => return fail(1, &e),
             };
