@@ -1,7 +1,9 @@
 //! `toolgate`: check policies, evaluate tool-call batches and offer tools from the command line.
 
+mod bundle;
 mod command;
 mod hook;
+mod http_client;
 mod mcp;
 mod server;
 
@@ -26,8 +28,9 @@ enum Command {
     Offer(command::offer::Args),
     /// Rewrite policies in the canonical layout (`--check`: only report the ones that differ).
     Fmt(command::fmt::Args),
-    /// Run the decision server over a directory of policies.
-    Serve(command::serve::Args),
+    /// Run the decision server over a directory of policies, or a signed bundle.
+    // Boxed: its many flags make it far larger than the other commands' arguments.
+    Serve(Box<command::serve::Args>),
     /// Run example tests and check invariants of policies (files or directories).
     Test(command::test::Args),
     /// Answer a coding agent's hook event (Claude Code, Gemini CLI, Cursor) from a policy.
@@ -36,10 +39,13 @@ enum Command {
     Mcp(command::mcp::Args),
     /// Open a policy file in the playground page, on a local server (prints its address).
     Playground(command::playground::Args),
+    /// Signed policy bundles: make a key, build a bundle, inspect one.
+    Bundle(command::bundle::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    http_client::install_crypto();
     match cli.command {
         Command::Check(args) => command::check::run(&args),
         Command::Eval(args) => command::eval::run(&args),
@@ -50,5 +56,6 @@ fn main() -> ExitCode {
         Command::Hook(args) => command::hook::run(&args),
         Command::Mcp(args) => command::mcp::run(&args),
         Command::Playground(args) => command::playground::run(&args),
+        Command::Bundle(args) => command::bundle::run(&args),
     }
 }

@@ -11,6 +11,8 @@
 //! A directory load ([`load_dir`]) is all or nothing: one failing file fails the load, and
 //! the caller keeps whatever it served before.
 
+pub mod memory;
+
 use std::path::{Path, PathBuf};
 use toolgate_engine::{CompileError, ImportTarget, ModuleText, Policy, PolicySet};
 
@@ -117,26 +119,25 @@ pub fn policy_files(dir: &Path) -> Vec<PathBuf> {
 /// Whether `p` is a policy file: a `*.gate` file that is not `*.invariants.gate`.
 pub fn is_policy_file(p: &Path) -> bool {
     let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    name.ends_with(".gate") && !name.ends_with(".invariants.gate") && p.is_file()
+    is_policy_name(name) && p.is_file()
 }
 
-/// Compiles every policy in `dir` into one set, all or nothing. Every failing file is
+/// Whether a file name is a policy's: `*.gate` but not `*.invariants.gate`.
+pub fn is_policy_name(name: &str) -> bool {
+    name.ends_with(".gate") && !name.ends_with(".invariants.gate")
+}
+
+/// Compiles each `(name, text)` with `resolve`, all or nothing: every failing file is
 /// reported; with `deny_warnings`, a warning fails its file too.
-pub fn load_dir(dir: &Path, generation: u64, deny_warnings: bool) -> Result<PolicySet, LoadError> {
-    let files = policy_files(dir);
-    if files.is_empty() {
-        return Err(LoadError::NoPolicies {
-            dir: dir.to_path_buf(),
-        });
-    }
+pub fn compile_all(
+    sources: impl IntoIterator<Item = (String, String)>,
+    resolve: &dyn Fn(&ImportTarget<'_>) -> Result<ModuleText, String>,
+    deny_warnings: bool,
+) -> Result<Vec<Policy>, LoadError> {
     let mut policies = Vec::new();
     let mut failures = Vec::new();
-    for f in &files {
-        let text = std::fs::read_to_string(f).map_err(|source| LoadError::Io {
-            path: f.clone(),
-            source,
-        })?;
-        let compiled = compile_file(&f.display().to_string(), &text).and_then(|p| {
+    for (name, text) in sources {
+        let compiled = Policy::compile_with(&name, &text, resolve).and_then(|p| {
             if deny_warnings {
                 p.deny_warnings()
             } else {
@@ -148,9 +149,31 @@ pub fn load_dir(dir: &Path, generation: u64, deny_warnings: bool) -> Result<Poli
             Err(e) => failures.push(e),
         }
     }
-    if !failures.is_empty() {
-        return Err(LoadError::Compile(failures));
+    if failures.is_empty() {
+        Ok(policies)
+    } else {
+        Err(LoadError::Compile(failures))
     }
+}
+
+/// Compiles every policy in `dir` into one set, all or nothing. Every failing file is
+/// reported; with `deny_warnings`, a warning fails its file too.
+pub fn load_dir(dir: &Path, generation: u64, deny_warnings: bool) -> Result<PolicySet, LoadError> {
+    let files = policy_files(dir);
+    if files.is_empty() {
+        return Err(LoadError::NoPolicies {
+            dir: dir.to_path_buf(),
+        });
+    }
+    let mut sources = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).map_err(|source| LoadError::Io {
+            path: f.clone(),
+            source,
+        })?;
+        sources.push((f.display().to_string(), text));
+    }
+    let policies = compile_all(sources, &resolve_import, deny_warnings)?;
     Ok(PolicySet::new(policies, generation)?)
 }
 

@@ -1,5 +1,6 @@
 //! One module per subcommand, plus the input helpers they share.
 
+pub mod bundle;
 pub mod check;
 pub mod eval;
 pub mod fmt;

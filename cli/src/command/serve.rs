@@ -10,8 +10,21 @@ use toolgate_engine::SessionLimits;
 /// Arguments of `toolgate serve`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Directory of `.gate` policy files.
-    dir: std::path::PathBuf,
+    /// Directory of `.gate` policy files (or `--bundle URL`).
+    #[arg(required_unless_present = "bundle", conflicts_with = "bundle")]
+    dir: Option<std::path::PathBuf>,
+    /// Serve the signed policy bundle at this http(s) URL, polled with If-None-Match.
+    #[arg(long, value_name = "URL")]
+    bundle: Option<String>,
+    /// The public key (`bundle.pub`) every bundle must be signed with.
+    #[arg(long, value_name = "PUB", requires = "bundle")]
+    verify_key: Option<std::path::PathBuf>,
+    /// Accept bundles without checking any signature (only without --verify-key).
+    #[arg(long, requires = "bundle", conflicts_with = "verify_key")]
+    insecure_unsigned: bool,
+    /// Seconds between polls of the bundle URL.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..), requires = "bundle")]
+    poll_s: u64,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8181")]
     addr: SocketAddr,
@@ -24,6 +37,14 @@ pub struct Args {
     /// Decision-log file (appended); standard output when not given.
     #[arg(long)]
     log_file: Option<String>,
+    /// Ship the decision log to this http(s) URL in batches (gzip JSON arrays of OPA
+    /// decision-log events), retrying with backoff, instead of writing it locally.
+    #[arg(long, value_name = "URL", conflicts_with = "log_file")]
+    decision_log_url: Option<String>,
+    /// Export an OpenTelemetry span per decision request to this OTLP/HTTP endpoint (base
+    /// URL; spans go to URL/v1/traces as JSON). Off by default.
+    #[arg(long, value_name = "URL")]
+    otel_endpoint: Option<String>,
     /// Decision-log queue capacity; entries beyond it are dropped and counted.
     #[arg(long, default_value_t = 65_536)]
     log_queue: usize,
@@ -123,23 +144,36 @@ fn key_prefix(s: &str) -> Result<String, String> {
 /// Runs until SIGTERM or Ctrl-C. A missing directory, or a file, is an error before anything
 /// starts: a server that could never load a policy would answer 503 forever.
 pub fn run(args: &Args) -> ExitCode {
-    if !args.dir.is_dir() {
-        let why = if args.dir.exists() {
-            "is not a directory (serve takes a directory of `.gate` files; `toolgate playground FILE` serves one file)"
-        } else {
-            "does not exist"
-        };
-        eprintln!("error: `{}` {why}", args.dir.display());
-        return ExitCode::from(2);
+    if let Some(dir) = &args.dir {
+        if !dir.is_dir() {
+            let why = if dir.exists() {
+                "is not a directory (serve takes a directory of `.gate` files; `toolgate playground FILE` serves one file)"
+            } else {
+                "does not exist"
+            };
+            eprintln!("error: `{}` {why}", dir.display());
+            return ExitCode::from(2);
+        }
     }
-    serve(config(args))
+    let bundle = match bundle_source(args) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut config = config(args);
+    config.bundle = bundle;
+    serve(config)
 }
 
-/// The server's configuration from the command line.
+/// The server's configuration from the command line, without a bundle source (`run` adds
+/// it: reading `--verify-key` can fail).
 pub fn config(args: &Args) -> Config {
     Config {
         addr: args.addr,
-        dir: args.dir.clone(),
+        dir: args.dir.clone().unwrap_or_default(),
+        bundle: None,
         limits: Limits {
             body_bytes: args.max_body,
             calls: args.max_calls,
@@ -166,6 +200,8 @@ pub fn config(args: &Args) -> Config {
         log_args: args.log_args,
         log_file: args.log_file.clone(),
         log_queue: args.log_queue,
+        log_url: args.decision_log_url.clone(),
+        otel_endpoint: args.otel_endpoint.clone(),
         poll: Duration::from_millis(args.poll_ms),
         admin_token: args.admin_token.clone().filter(|t| !t.is_empty()),
         default_policy: args.default_policy.clone(),
@@ -197,4 +233,33 @@ pub fn serve(config: Config) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The bundle source from `--bundle`, `--verify-key`, `--insecure-unsigned`: a bundle needs
+/// a key, or an explicit opt-out of verification.
+fn bundle_source(args: &Args) -> Result<Option<server::bundle::Source>, String> {
+    let Some(url) = &args.bundle else {
+        return Ok(None);
+    };
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(format!(
+            "--bundle `{url}`: an http:// or https:// URL is needed"
+        ));
+    }
+    let key = match &args.verify_key {
+        Some(path) => Some(crate::bundle::keys::read_public(path).map_err(|e| e.to_string())?),
+        None if args.insecure_unsigned => {
+            eprintln!("toolgate: warning: --insecure-unsigned: bundle signatures are not checked");
+            None
+        }
+        None => return Err(
+            "--bundle needs --verify-key PUB (or, to accept unsigned bundles, --insecure-unsigned)"
+                .into(),
+        ),
+    };
+    Ok(Some(server::bundle::Source {
+        url: url.clone(),
+        key,
+        poll: Duration::from_secs(args.poll_s),
+    }))
 }

@@ -26,30 +26,30 @@ pub enum LogMode {
 
 /// One log line, as written.
 #[derive(Serialize)]
-struct Line<'a> {
+pub(super) struct Line<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
-    args: Option<Vec<&'a Value>>,
-    decision_id: &'a str,
-    decisions: Vec<LineDecision<'a>>,
+    pub(super) args: Option<Vec<&'a Value>>,
+    pub(super) decision_id: &'a str,
+    pub(super) decisions: Vec<LineDecision<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    facts: Option<Value>,
-    latched: &'a LatchState,
-    policy: &'a str,
-    revision: &'a str,
-    session: Option<&'a str>,
-    session_state: Option<Origin>,
-    ts_ms: u128,
-    turn: Option<&'a str>,
+    pub(super) facts: Option<Value>,
+    pub(super) latched: &'a LatchState,
+    pub(super) policy: &'a str,
+    pub(super) revision: &'a str,
+    pub(super) session: Option<&'a str>,
+    pub(super) session_state: Option<Origin>,
+    pub(super) ts_ms: u128,
+    pub(super) turn: Option<&'a str>,
 }
 
 /// One call's decision in a log line.
 #[derive(Serialize)]
-struct LineDecision<'a> {
-    allow: bool,
-    id: &'a str,
-    kind: Option<DenyKind>,
-    rule: Option<&'a str>,
-    tool: &'a str,
+pub(super) struct LineDecision<'a> {
+    pub(super) allow: bool,
+    pub(super) id: &'a str,
+    pub(super) kind: Option<DenyKind>,
+    pub(super) rule: Option<&'a str>,
+    pub(super) tool: &'a str,
 }
 
 /// What one log entry is written from.
@@ -73,6 +73,8 @@ pub struct DecisionLog {
     tx: ArcSwapOption<mpsc::Sender<String>>,
     mode: LogMode,
     log_args: bool,
+    /// OPA events for `--decision-log-url`; JSON lines when `None`.
+    shipped: Option<super::log_shipper::Format>,
 }
 
 impl DecisionLog {
@@ -107,8 +109,36 @@ impl DecisionLog {
             }
             let _ = buf.flush().await;
         });
-        let tx = ArcSwapOption::from((mode != LogMode::Off).then(|| Arc::new(tx)));
-        Ok((DecisionLog { tx, mode, log_args }, handle))
+        let log = DecisionLog {
+            tx: ArcSwapOption::from((mode != LogMode::Off).then(|| Arc::new(tx))),
+            mode,
+            log_args,
+            shipped: None,
+        };
+        Ok((log, handle))
+    }
+
+    /// A log whose entries, written as `format` says, go to `tx` (`--decision-log-url`).
+    pub(super) fn with_format(
+        tx: mpsc::Sender<String>,
+        mode: LogMode,
+        log_args: bool,
+        format: super::log_shipper::Format,
+    ) -> DecisionLog {
+        DecisionLog {
+            tx: ArcSwapOption::from((mode != LogMode::Off).then(|| Arc::new(tx))),
+            mode,
+            log_args,
+            shipped: Some(format),
+        }
+    }
+
+    /// The shipper's counters in Prometheus text format; empty without `--decision-log-url`.
+    pub fn render_metrics(&self) -> String {
+        self.shipped
+            .as_ref()
+            .map(|f| f.stats.render())
+            .unwrap_or_default()
     }
 
     /// True when entries carry the request's facts and arguments (`--log-args`) and logging
@@ -165,7 +195,11 @@ impl DecisionLog {
             ts_ms,
             turn,
         };
-        let Ok(entry) = serde_json::to_string(&line) else {
+        let entry = match &self.shipped {
+            Some(format) => format.event(&line),
+            None => serde_json::to_string(&line),
+        };
+        let Ok(entry) = entry else {
             metrics.log_dropped.fetch_add(1, Relaxed);
             return;
         };

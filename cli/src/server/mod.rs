@@ -8,16 +8,19 @@
 //! read within its timeout) and gives every error response a JSON body.
 
 mod api_error;
+pub mod bundle;
 mod conn;
 pub mod decision_log;
 mod guard;
 mod hooks;
 mod limits;
 mod loader;
+mod log_shipper;
 mod metrics;
 mod playground;
 mod routes;
 mod state;
+mod tracing_otel;
 mod turn_state;
 
 pub use conn::HttpLimits;
@@ -62,6 +65,8 @@ pub struct Config {
     pub log_file: Option<String>,
     /// Decision-log queue capacity.
     pub log_queue: usize,
+    /// Ship the decision log to this URL (OPA's event format) instead of a file.
+    pub log_url: Option<String>,
     /// How often the directory is polled for changes; zero disables watching.
     pub poll: Duration,
     /// Admin bearer token.
@@ -72,6 +77,10 @@ pub struct Config {
     pub announce: Option<String>,
     /// A shared turn-state store; `None` keeps turn state in this process.
     pub state: Option<RedisConfig>,
+    /// Serve a signed bundle from this source instead of `dir`.
+    pub bundle: Option<bundle::Source>,
+    /// Export a span per decision request to this OTLP/HTTP endpoint.
+    pub otel_endpoint: Option<String>,
 }
 
 /// How long open connections may take to finish their requests after SIGTERM.
@@ -80,7 +89,7 @@ const DRAIN: Duration = Duration::from_secs(10);
 /// Builds the router over shared state.
 fn router(state: Arc<AppState>) -> Router {
     let body_limit = state.limits.body_bytes;
-    Router::new()
+    let routes = Router::new()
         .route("/v1/decide", post(routes::decide))
         .route("/v1/data/{module}/decide", post(routes::data_decide))
         .route("/v1/offer", post(routes::offer))
@@ -97,7 +106,8 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/v1/playground", post(playground::run))
         .route("/v1/playground/file", get(playground::file))
         .route("/v1/policies/{module}/source", get(playground::source))
-        .fallback(routes::not_found)
+        .fallback(routes::not_found);
+    tracing_otel::wrap(routes, &state)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(state.clone(), guard::guard))
         .with_state(state)
@@ -109,15 +119,24 @@ pub async fn run(config: Config) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.addr))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
-    let (log, writer) = DecisionLog::start(
-        config.log,
-        config.log_args,
-        config.log_file.clone(),
-        config.log_queue,
-    )
-    .await
-    .map_err(|e| format!("cannot open the decision log: {e}"))?;
     let boot = state::boot_stamp();
+    let (log, writer) = match &config.log_url {
+        Some(url) => log_shipper::start(
+            config.log,
+            config.log_args,
+            url.clone(),
+            config.log_queue,
+            boot,
+        )?,
+        None => DecisionLog::start(
+            config.log,
+            config.log_args,
+            config.log_file.clone(),
+            config.log_queue,
+        )
+        .await
+        .map_err(|e| format!("cannot open the decision log: {e}"))?,
+    };
     let sessions = match &config.state {
         None => TurnState::Memory(SessionStore::new(config.sessions)),
         Some(redis) => TurnState::Redis(Box::new(
@@ -144,6 +163,12 @@ pub async fn run(config: Config) -> Result<(), String> {
         reload_lock: tokio::sync::Mutex::new(0),
         counter: AtomicU64::new(0),
         boot,
+        bundle: config.bundle.map(bundle::Bundle::new).transpose()?,
+        otel: config
+            .otel_endpoint
+            .as_deref()
+            .map(tracing_otel::Otel::start)
+            .transpose()?,
     });
     // A failed first load still starts the server: /health says 503 until a reload works.
     let _ = state.clone().reload("startup").await;
@@ -153,7 +178,9 @@ pub async fn run(config: Config) -> Result<(), String> {
         eprintln!("toolgate: playground at http://{local}{path}");
     }
 
-    if !config.poll.is_zero() {
+    if let Some(b) = &state.bundle {
+        tokio::spawn(bundle::poll(state.clone(), b.poll_every()));
+    } else if !config.poll.is_zero() {
         tokio::spawn(watch(state.clone(), config.poll));
     }
     tokio::spawn(sweep(state.clone(), config.sessions.ttl));
@@ -169,6 +196,8 @@ pub async fn run(config: Config) -> Result<(), String> {
     )
     .await;
     state.log.close();
+    let flushing = state.clone();
+    let _ = tokio::task::spawn_blocking(move || flushing.otel.as_ref().map(|o| o.shutdown())).await;
     drop(state);
     let _ = writer.await;
     Ok(())

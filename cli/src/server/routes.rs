@@ -51,12 +51,14 @@ pub async fn decide(
         Some(done) => done?,
         None => state.judge(state.parse_text(text)?, None).await?,
     };
-    Ok(Json(DecideBody {
+    let mut reply = Json(DecideBody {
         response: &response,
         session,
         decision_id: Some(&id),
     })
-    .into_response())
+    .into_response();
+    super::tracing_otel::attach(&state, &mut reply, &response, &id);
+    Ok(reply)
 }
 
 /// `POST /v1/offer`: the executor's tool definitions as the model may see them this turn.
@@ -121,7 +123,9 @@ pub async fn data_decide(
         session,
         decision_id: None,
     };
-    Ok(Json(json!({"result": result, "decision_id": id})).into_response())
+    let mut reply = Json(json!({"result": result, "decision_id": id})).into_response();
+    super::tracing_otel::attach(&state, &mut reply, &response, &id);
+    Ok(reply)
 }
 
 /// The OPA-shaped body the one-pass path accepts: `input` and nothing else.
@@ -268,6 +272,7 @@ pub async fn policies(State(state): Shared) -> Json<Value> {
         "generation": set.generation(),
         "policies": list,
         "last_reload": last,
+        "bundle": state.bundle.as_ref().map(|b| b.status()),
     }))
 }
 
@@ -278,12 +283,20 @@ pub async fn policies(State(state): Shared) -> Json<Value> {
 pub async fn health(State(state): Shared) -> Response {
     let set = state.store.snapshot();
     if set.is_empty() {
-        return ApiError::unavailable("no policy is loaded").into_response();
+        let why = state.bundle.as_ref().and_then(|b| b.status().error);
+        return ApiError::unavailable(match why {
+            Some(e) => format!("no policy is loaded: {e}"),
+            None => "no policy is loaded".into(),
+        })
+        .into_response();
     }
     let (turn_state, up) = state.sessions.health().await;
     let last = state.last_attempt.lock().map(|g| g.clone()).unwrap_or(None);
     let status = if up { "ok" } else { "degraded" };
     let mut body = json!({"status": status, "policies": set.len(), "generation": set.generation(), "state": turn_state});
+    if let Some(b) = &state.bundle {
+        body["bundle"] = json!(b.status());
+    }
     if let Some(failed) = last.filter(|r| !r.ok) {
         body["status"] = "degraded".into();
         body["last_reload"] = json!(failed);
@@ -302,6 +315,10 @@ pub async fn metrics(State(state): Shared) -> Response {
     });
     super::metrics::render_policy_info(&set, &mut text);
     state.sessions.render_metrics(&mut text);
+    if let Some(b) = &state.bundle {
+        text.push_str(&b.render_metrics());
+    }
+    text.push_str(&state.log.render_metrics());
     (
         [(
             axum::http::header::CONTENT_TYPE,

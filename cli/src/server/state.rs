@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
-use toolgate_engine::PolicyStore;
+use toolgate_engine::{PolicySet, PolicyStore};
 
 /// Shared server state.
 pub struct AppState {
@@ -53,6 +53,10 @@ pub struct AppState {
     pub counter: AtomicU64,
     /// Per-process prefix for decision ids.
     pub boot: u64,
+    /// The signed bundle the policies come from (`--bundle`), instead of `dir`.
+    pub bundle: Option<super::bundle::Bundle>,
+    /// Decision spans exported over OTLP (`--otel-endpoint`).
+    pub otel: Option<super::tracing_otel::Otel>,
 }
 
 fn now_ms() -> u128 {
@@ -95,13 +99,29 @@ impl AppState {
         }
     }
 
-    /// Recompiles the whole directory and swaps it in only if every file compiles.
+    /// Recompiles the whole directory (or fetches the bundle, with `--bundle`) and swaps it
+    /// in only if every file compiles.
     pub async fn reload(self: Arc<Self>, trigger: &str) -> Result<u64, String> {
-        let mut generation = self.reload_lock.lock().await;
-        let next = *generation + 1;
+        if self.bundle.is_some() {
+            return super::bundle::reload(self, trigger).await;
+        }
         let dir = self.dir.clone();
         let deny_warnings = self.deny_warnings;
-        let result = tokio::task::spawn_blocking(move || load_dir(&dir, next, deny_warnings))
+        self.install(trigger, move |next| load_dir(&dir, next, deny_warnings))
+            .await
+    }
+
+    /// The one place a new policy set is swapped in, for a directory and a bundle alike:
+    /// `build` makes the set for the next generation (off the async threads); the set is
+    /// swapped in when it succeeds, and the failure is reported, the old set serving on,
+    /// when it does not.
+    pub async fn install<F>(self: Arc<Self>, trigger: &str, build: F) -> Result<u64, String>
+    where
+        F: FnOnce(u64) -> Result<PolicySet, String> + Send + 'static,
+    {
+        let mut generation = self.reload_lock.lock().await;
+        let next = *generation + 1;
+        let result = tokio::task::spawn_blocking(move || build(next))
             .await
             .unwrap_or_else(|_| Err("the load task stopped".into()));
         let report = |ok: bool, error: Option<String>| LoadReport {

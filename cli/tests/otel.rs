@@ -1,0 +1,155 @@
+//! `--otel-endpoint`: one span per decision request, exported over OTLP/HTTP (JSON) to an
+//! in-process collector on loopback (Python's http.server), continuing the caller's W3C
+//! trace context.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::{json, Value};
+
+mod bundle_support;
+mod server_support;
+use bundle_support::*;
+use server_support::{batch, get_json, http, POLICY_A};
+
+/// Every span the collector received.
+fn spans(collector: &str) -> Vec<Value> {
+    let exports = get_json(collector, "/__traces").1;
+    let mut out = Vec::new();
+    for export in exports.as_array().unwrap() {
+        assert_eq!(export["type"], "application/json");
+        for rs in export["body"]["resourceSpans"].as_array().unwrap() {
+            for ss in rs["scopeSpans"].as_array().unwrap() {
+                out.extend(ss["spans"].as_array().unwrap().iter().cloned());
+            }
+        }
+    }
+    out
+}
+
+/// An attribute's value (OTLP JSON: `{"key": .., "value": {"stringValue": ..}}`).
+fn attr<'a>(attrs: &'a Value, key: &str) -> Option<&'a Value> {
+    attrs
+        .as_array()?
+        .iter()
+        .find(|a| a["key"] == key)
+        .map(|a| a["value"].as_object().unwrap().values().next().unwrap())
+}
+
+#[test]
+fn a_decision_span_continues_the_callers_trace_with_one_event_per_call() {
+    let (dir, www) = policy_and_www("otel", POLICY_A);
+    let collector = Services::start(&www, 0);
+    let endpoint = format!("http://{}", collector.addr);
+    let tg = serve_with_env(
+        &[
+            dir.to_str().unwrap(),
+            "--log",
+            "off",
+            "--otel-endpoint",
+            &endpoint,
+        ],
+        &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
+    );
+    let addr = tg.addr.clone();
+
+    let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let parent_id = "00f067aa0ba902b7";
+    let traceparent = format!("00-{trace_id}-{parent_id}-01");
+    let mut body = batch("send");
+    body["calls"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "c2", "tool": "nope", "args": {}}));
+    let (st, text) = http(
+        &addr,
+        "POST",
+        "/v1/decide",
+        &[("traceparent", &traceparent)],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(st, 200, "{text}");
+    let decided: Value = serde_json::from_str(&text).unwrap();
+    // A second request without trace context starts a trace of its own.
+    let (st, _) = http(
+        &addr,
+        "POST",
+        "/v1/decide",
+        &[],
+        batch("look").to_string().as_bytes(),
+    );
+    assert_eq!(st, 200);
+    // Other endpoints get no span.
+    assert_eq!(get_json(&addr, "/health").0, 200);
+
+    wait_for("two spans at the collector", || {
+        spans(&collector.addr).len() >= 2
+    });
+    let all = spans(&collector.addr);
+    assert_eq!(all.len(), 2, "one span per decision request only: {all:?}");
+    let span = all
+        .iter()
+        .find(|s| s["traceId"] == trace_id)
+        .expect("the caller's trace");
+    assert_eq!(span["parentSpanId"], parent_id);
+    assert_eq!(span["name"], "toolgate.decide");
+    let attrs = &span["attributes"];
+    assert_eq!(attr(attrs, "toolgate.policy").unwrap(), "gate");
+    assert_eq!(
+        attr(attrs, "toolgate.policy.revision").unwrap(),
+        &decided["revision"]
+    );
+    assert_eq!(
+        attr(attrs, "toolgate.decision_id").unwrap(),
+        &decided["decision_id"]
+    );
+    assert_eq!(attr(attrs, "url.path").unwrap(), "/v1/decide");
+    let events = span["events"].as_array().unwrap();
+    assert_eq!(events.len(), 2, "{events:?}");
+    let send = &events[0]["attributes"];
+    assert_eq!(attr(send, "gen_ai.tool.name").unwrap(), "send");
+    assert_eq!(attr(send, "gen_ai.tool.call.id").unwrap(), "c1");
+    assert_eq!(attr(send, "toolgate.decision").unwrap(), "allow");
+    let nope = &events[1]["attributes"];
+    assert_eq!(attr(nope, "gen_ai.tool.name").unwrap(), "nope");
+    assert_eq!(attr(nope, "toolgate.decision").unwrap(), "deny");
+    assert_eq!(attr(nope, "toolgate.deny.kind").unwrap(), "unclassified");
+
+    let other = all.iter().find(|s| s["traceId"] != trace_id).unwrap();
+    assert!(
+        other["parentSpanId"].as_str().unwrap_or("").is_empty(),
+        "{other}"
+    );
+
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&www);
+}
+
+#[test]
+fn spans_still_buffered_are_exported_at_shutdown() {
+    let (dir, www) = policy_and_www("otel-flush", POLICY_A);
+    let collector = Services::start(&www, 0);
+    let endpoint = format!("http://{}", collector.addr);
+    // The batch processor's delay is far longer than the test: only the shutdown flush can
+    // export the span in time.
+    let mut tg = serve_with_env(
+        &[
+            dir.to_str().unwrap(),
+            "--log",
+            "off",
+            "--otel-endpoint",
+            &endpoint,
+        ],
+        &[("OTEL_BSP_SCHEDULE_DELAY", "600000")],
+    );
+    let (st, _) = http(
+        &tg.addr,
+        "POST",
+        "/v1/decide",
+        &[],
+        batch("send").to_string().as_bytes(),
+    );
+    assert_eq!(st, 200);
+    tg.terminate();
+    assert_eq!(spans(&collector.addr).len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&www);
+}
