@@ -1,6 +1,7 @@
 //! One module per subcommand, plus the input helpers they share.
 
 pub mod check;
+pub mod diff;
 pub mod eval;
 pub mod fmt;
 pub mod hook;
