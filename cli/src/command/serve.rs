@@ -82,6 +82,11 @@ pub struct Args {
     /// Refuse to load or reload policies that compile with any warning.
     #[arg(long)]
     deny_warnings: bool,
+    /// What a directory change that widens what is allowed does: `widening=hold` (the
+    /// default) keeps the old policies serving until `POST /v1/reload` or SIGHUP;
+    /// `widening=allow` applies it like any other change.
+    #[arg(long = "reload", default_value = "widening=hold")]
+    reload: crate::server::reload_gate::Widening,
     /// Milliseconds between polls of the policy directory (0 disables watching).
     #[arg(long, default_value_t = 1000)]
     poll_ms: u64,
@@ -120,6 +125,7 @@ pub fn run(args: &Args) -> ExitCode {
         log_queue: args.log_queue,
         poll: Duration::from_millis(args.poll_ms),
         admin_token: args.admin_token.clone().filter(|t| !t.is_empty()),
+        widening: args.reload,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

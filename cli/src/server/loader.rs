@@ -38,3 +38,22 @@ pub fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
 pub fn load_dir(dir: &Path, generation: u64, deny_warnings: bool) -> Result<PolicySet, String> {
     toolgate_loader::load_dir(dir, generation, deny_warnings).map_err(|e| e.to_string())
 }
+
+/// [`load_dir`], refused when the directory changed while it was read (a file still being
+/// written): the fingerprint is taken before and after, and must agree. The watcher sees the
+/// change at its next poll and loads again.
+pub fn load_complete(
+    dir: &Path,
+    generation: u64,
+    deny_warnings: bool,
+) -> Result<PolicySet, String> {
+    let before = fingerprint(dir);
+    let set = load_dir(dir, generation, deny_warnings)?;
+    if fingerprint(dir) != before {
+        return Err(format!(
+            "`{}` changed while it was being read; it is loaded again once it is stable (deploy with an atomic rename)",
+            dir.display()
+        ));
+    }
+    Ok(set)
+}

@@ -250,6 +250,7 @@ pub async fn policies(State(state): Shared) -> Json<Value> {
         "generation": set.generation(),
         "policies": list,
         "last_reload": last,
+        "pending": state.gate.pending_json(),
     }))
 }
 
@@ -270,7 +271,7 @@ pub async fn metrics(State(state): Shared) -> Response {
         sessions_live: state.sessions.len(),
         sessions_bytes: state.sessions.bytes(),
         policies: state.store.snapshot().len(),
-    });
+    }) + &state.gate.render_metrics();
     (
         [(
             axum::http::header::CONTENT_TYPE,

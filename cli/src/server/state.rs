@@ -5,8 +5,9 @@ use super::conn::HttpLimits;
 use super::decision_log::DecisionLog;
 use super::guard::Origins;
 use super::limits::Limits;
-use super::loader::{load_dir, LoadReport};
+use super::loader::{load_complete, LoadReport};
 use super::metrics::Metrics;
+use super::reload_gate::{reload_gate, GateOutcome, GateState, Source};
 use axum::http::{HeaderMap, StatusCode};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -44,6 +45,8 @@ pub struct AppState {
     pub last_ok: Mutex<Option<LoadReport>>,
     /// The last load attempt, successful or not.
     pub last_attempt: Mutex<Option<LoadReport>>,
+    /// The reload gate's mode, held change and counters.
+    pub gate: GateState,
     /// Serialises reloads so generations are numbered in order.
     pub reload_lock: tokio::sync::Mutex<u64>,
     /// Decision-id counter.
@@ -92,15 +95,24 @@ impl AppState {
         }
     }
 
-    /// Recompiles the whole directory and swaps it in only if every file compiles.
+    /// Recompiles the whole directory and swaps it in only if every file compiles, the
+    /// directory did not change while it was read, and the reload gate admits it
+    /// ([`super::reload_gate::reload_gate`]: a widening change from the watcher is held back).
     pub async fn reload(self: Arc<Self>, trigger: &str) -> Result<u64, String> {
         let mut generation = self.reload_lock.lock().await;
         let next = *generation + 1;
         let dir = self.dir.clone();
         let deny_warnings = self.deny_warnings;
-        let result = tokio::task::spawn_blocking(move || load_dir(&dir, next, deny_warnings))
-            .await
-            .unwrap_or_else(|_| Err("the load task stopped".into()));
+        let serving = self.store.snapshot();
+        let source = Source::from_trigger(trigger);
+        let widening = self.gate.widening;
+        let result: Result<_, String> = tokio::task::spawn_blocking(move || {
+            let set = load_complete(&dir, next, deny_warnings)?;
+            let outcome = reload_gate(&serving, &set, source, widening);
+            Ok((set, outcome))
+        })
+        .await
+        .unwrap_or_else(|_| Err("the load task stopped".into()));
         let report = |ok: bool, error: Option<String>| LoadReport {
             ok,
             at_ms: now_ms(),
@@ -108,9 +120,10 @@ impl AppState {
             error,
         };
         match result {
-            Ok(set) => {
+            Ok((set, GateOutcome::Apply { diff })) => {
                 self.store.swap(set);
                 *generation = next;
+                self.gate.applied(diff.as_ref(), trigger);
                 self.metrics.reloads_ok.fetch_add(1, Relaxed);
                 let r = report(true, None);
                 if let Ok(mut g) = self.last_ok.lock() {
@@ -121,6 +134,17 @@ impl AppState {
                 }
                 eprintln!("toolgate: loaded generation {next} ({trigger})");
                 Ok(next)
+            }
+            Ok((_, GateOutcome::Hold { diff })) => {
+                let r = report(
+                    false,
+                    Some("held back: the new policies widen what is allowed; see `pending`".into()),
+                );
+                self.gate.hold(&diff, trigger, r.at_ms, *generation);
+                if let Ok(mut g) = self.last_attempt.lock() {
+                    *g = Some(r);
+                }
+                Err("held back: the new policies widen what is allowed".into())
             }
             Err(diagnostics) => {
                 self.metrics.reloads_failed.fetch_add(1, Relaxed);
