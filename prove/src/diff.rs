@@ -116,6 +116,23 @@ impl SetDiff {
             && self.modules.iter().all(|m| m.narrowings.is_empty())
     }
 
+    /// One line per widening, `MODULE: SUMMARY` (`module \`x\` added` for a new module): what
+    /// the server logs for a held reload and what `toolgate test --against` asks to be
+    /// acknowledged, line for line.
+    pub fn widening_lines(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .added
+            .iter()
+            .map(|m| format!("module `{m}` added"))
+            .collect();
+        for m in &self.modules {
+            for c in &m.widenings {
+                out.push(format!("{}: {}", m.module, c.summary()));
+            }
+        }
+        out
+    }
+
     /// The diff as JSON (`toolgate diff --json`, the server's pending reload).
     pub fn to_json(&self) -> Value {
         let modules: Vec<Value> = self

@@ -260,9 +260,10 @@ pub fn regex_seeds(pattern: &str) -> Vec<String> {
     }
     let mut out = Vec::new();
     for run in &runs {
+        // The first letter upper case, the rest lower (`@Ourcompany.com`).
         let mut capitalised = run.to_lowercase();
-        if let Some(first) = capitalised.chars().next() {
-            capitalised.replace_range(..first.len_utf8(), &first.to_uppercase().to_string());
+        if let Some((i, c)) = capitalised.char_indices().find(|(_, c)| c.is_alphabetic()) {
+            capitalised.replace_range(i..i + c.len_utf8(), &c.to_uppercase().to_string());
         }
         for v in [
             run.clone(),

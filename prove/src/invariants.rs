@@ -34,8 +34,10 @@ pub struct Config {
 
 /// The seed used when none is given.
 pub const DEFAULT_SEED: u64 = 0x7001_6a7e;
-/// The case count used when none is given.
-pub const DEFAULT_CASES: u32 = 256;
+/// The case count used when none is given: about a second per searched invariant of the
+/// shipped examples in a release build (docs/testing.md has the measurement). Fixed rather
+/// than timed, so a seed reproduces the same cases on any machine.
+pub const DEFAULT_CASES: u32 = 20_000;
 
 impl Default for Config {
     fn default() -> Self {
@@ -340,7 +342,9 @@ pub(crate) fn guided_search(
         };
     }
     let strategy = case_strategy(guide, points.len());
-    let mut seed = [0u8; 32];
+    // XorShift, not ChaCha: the search needs reproducible cases, not cryptographic ones, and
+    // ChaCha was most of the time per case in a debug build (the CI build).
+    let mut seed = [0u8; 16];
     for (i, b) in seed.iter_mut().enumerate() {
         *b = (config.seed.rotate_left((i as u32 % 8) * 8) & 0xff) as u8 ^ (i as u8);
     }
@@ -352,7 +356,7 @@ pub(crate) fn guided_search(
     };
     let mut runner = TestRunner::new_with_rng(
         runner_config,
-        TestRng::from_seed(RngAlgorithm::ChaCha, &seed),
+        TestRng::from_seed(RngAlgorithm::XorShift, &seed),
     );
     let build = |case: &Case| -> (Request, usize, usize) {
         let point = case.point.min(points.len() - 1);

@@ -1,5 +1,6 @@
 //! One module per subcommand, plus the input helpers they share.
 
+mod against;
 pub mod check;
 pub mod diff;
 pub mod eval;
@@ -7,6 +8,7 @@ pub mod fmt;
 pub mod hook;
 pub mod mcp;
 pub mod offer;
+mod paths;
 pub mod serve;
 pub mod test;
 mod tool_coverage;

@@ -128,21 +128,6 @@ pub struct GateState {
     applied_widening: AtomicU64,
 }
 
-/// One line per widening, for the log and for `pending.summary`.
-pub fn widening_lines(diff: &SetDiff) -> Vec<String> {
-    let mut out: Vec<String> = diff
-        .added
-        .iter()
-        .map(|m| format!("module `{m}` added"))
-        .collect();
-    for m in &diff.modules {
-        for c in &m.widenings {
-            out.push(format!("{}: {}", m.module, c.summary()));
-        }
-    }
-    out
-}
-
 impl GateState {
     /// A state with this mode and nothing pending.
     pub fn new(widening: Widening) -> Self {
@@ -155,7 +140,7 @@ impl GateState {
     /// Records a held change (replacing any earlier one) and logs it.
     pub fn hold(&self, diff: &SetDiff, trigger: &str, at_ms: u128, serving: u64) {
         self.held.fetch_add(1, Relaxed);
-        let summary = widening_lines(diff);
+        let summary = diff.widening_lines();
         eprintln!(
             "toolgate: reload ({trigger}) held back: the new policies allow calls the serving ones deny; still serving generation {serving}; apply with POST /v1/reload or SIGHUP"
         );
@@ -181,7 +166,7 @@ impl GateState {
         if let Some(diff) = diff.filter(|d| d.widens()) {
             self.applied_widening.fetch_add(1, Relaxed);
             eprintln!("toolgate: reload ({trigger}) applied a widening change:");
-            for line in widening_lines(diff) {
+            for line in diff.widening_lines() {
                 eprintln!("toolgate:   widening: {line}");
             }
         }
