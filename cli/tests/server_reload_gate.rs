@@ -262,3 +262,20 @@ fn sighup_applies_a_held_change() {
     let v = wait_for(a, "SIGHUP to apply it", |v| serving(v) == new_rev);
     assert!(v["pending"].is_null());
 }
+
+#[test]
+fn the_first_set_that_compiles_applies_by_itself_when_nothing_was_serving() {
+    let s = start(
+        "gate-first",
+        &[("coach.gate", BROKEN)],
+        &["--poll-ms", "50"],
+    );
+    let a = &s.addr;
+    let (_, v) = get_json(a, "/v1/policies");
+    assert_eq!(v["policies"].as_array().map(Vec::len), Some(0), "{v}");
+    let coach = coach_source();
+    let rev = revision_of(a, &coach);
+    std::fs::write(s.dir.join("coach.gate"), &coach).unwrap();
+    let v = wait_for(a, "the fixed file to load", |v| serving(v) == rev);
+    assert!(v["pending"].is_null());
+}

@@ -37,7 +37,7 @@ pub const DEFAULT_SEED: u64 = 0x7001_6a7e;
 /// The case count used when none is given: about a second per searched invariant of the
 /// shipped examples in a release build (docs/testing.md has the measurement). Fixed rather
 /// than timed, so a seed reproduces the same cases on any machine.
-pub const DEFAULT_CASES: u32 = 20_000;
+pub const DEFAULT_CASES: u32 = 100_000;
 
 impl Default for Config {
     fn default() -> Self {

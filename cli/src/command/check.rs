@@ -82,13 +82,7 @@ pub fn run(args: &Args) -> ExitCode {
                 }
             }
             Err(err) => {
-                eprintln!("{}", err.render());
-                let n = err.errors().count();
-                println!(
-                    "{}: {n} error{}",
-                    display_name(path),
-                    if n == 1 { "" } else { "s" }
-                );
+                report_errors(path, &err);
                 failed = true;
             }
         }
@@ -147,14 +141,19 @@ fn check_invariants(path: &str, policy_path: &str, deny_warnings: bool) -> bool 
             !deny_warnings || inv.warnings().is_empty()
         }
         Err(err) => {
-            eprintln!("{}", err.render());
-            let n = err.errors().count();
-            println!(
-                "{}: {n} error{}",
-                display_name(path),
-                if n == 1 { "" } else { "s" }
-            );
+            report_errors(path, &err);
             false
         }
     }
+}
+
+/// The diagnostics on stderr and `FILE: N errors` on stdout.
+fn report_errors(path: &str, err: &toolgate_engine::CompileError) {
+    eprintln!("{}", err.render());
+    let n = err.errors().count();
+    println!(
+        "{}: {n} error{}",
+        display_name(path),
+        if n == 1 { "" } else { "s" }
+    );
 }

@@ -69,7 +69,7 @@ impl Source {
 /// What the gate decided.
 #[derive(Debug)]
 pub enum GateOutcome {
-    /// Swap the new set in. `diff` is what changed (`None` at startup).
+    /// Swap the new set in. `diff` is what changed (`None` when nothing was serving).
     Apply {
         /// The diff against the serving set.
         diff: Option<SetDiff>,
@@ -98,7 +98,9 @@ pub fn reload_gate(
     source: Source,
     widening: Widening,
 ) -> GateOutcome {
-    if source == Source::Startup {
+    // Nothing serving (the first load, or every load so far failed): every decision is a 503
+    // and clients fail closed, so the first set that compiles is what the operator meant.
+    if source == Source::Startup || old.is_empty() {
         return GateOutcome::Apply { diff: None };
     }
     let diff = toolgate_prove::diff_sets(old, new, &gate_config());
