@@ -336,6 +336,10 @@ fn rule_keys(policy: &Policy) -> HashMap<String, String> {
         .filter_map(|i| match i {
             Item::Rule(r) => {
                 let mut key = slice(r.span);
+                if key.is_empty() {
+                    // No text to compare: equal only within one revision, so it is searched.
+                    key = format!("{}#{}", policy.revision(), r.name.name);
+                }
                 for (mention, decl) in &hosts {
                     if key.contains(mention.as_str()) {
                         key.push('\n');
