@@ -22,6 +22,8 @@ struct Cli {
 enum Command {
     /// Parse and compile policies; print errors and warnings.
     Check(command::check::Args),
+    /// Show what a new policy allows that the old one denied (files or directories).
+    Diff(command::diff::Args),
     /// Judge one request against a policy and print the response JSON.
     Eval(command::eval::Args),
     /// Show which of the executor's tools the model may see in a turn, with requirement text.
@@ -48,6 +50,7 @@ fn main() -> ExitCode {
     http_client::install_crypto();
     match cli.command {
         Command::Check(args) => command::check::run(&args),
+        Command::Diff(args) => command::diff::run(&args),
         Command::Eval(args) => command::eval::run(&args),
         Command::Offer(args) => command::offer::run(&args),
         Command::Fmt(args) => command::fmt::run(&args),

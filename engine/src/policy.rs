@@ -209,6 +209,29 @@ impl Policy {
         }
     }
 
+    /// The latches a call of `tool` sets, by name, in declaration order (none for a tool the
+    /// policy never classified). `toolgate diff` groups batch companions by it.
+    pub fn latches_set_by<'a>(&'a self, tool: &str) -> impl Iterator<Item = &'a str> + 'a {
+        let sets = self
+            .tool_id(tool)
+            .map_or(0, |id| self.tools[id.index()].sets);
+        self.latches
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| sets & (1 << i) != 0)
+            .map(|(_, l)| &*l.name)
+    }
+
+    /// The names of the rules that judge `tool`, in the order they run (none for a tool the
+    /// policy never classified).
+    pub fn rules_for<'a>(&'a self, tool: &str) -> impl Iterator<Item = &'a str> + 'a {
+        let ids: &[RuleId] = match self.tool_id(tool) {
+            Some(id) => &self.tools[id.index()].rules,
+            None => &[],
+        };
+        ids.iter().map(|r| &*self.rules[r.index()].name)
+    }
+
     /// The id of a classified tool.
     #[inline]
     pub(crate) fn tool_id(&self, name: &str) -> Option<ToolId> {

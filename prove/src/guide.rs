@@ -214,7 +214,10 @@ fn candidates(pred: &Predicate, urls: &[Value]) -> Vec<Value> {
                 out.extend(literal_neighbours(&l.node));
             }
         }
-        Predicate::Matches(re) => out.push(json!(re.node.clone())),
+        Predicate::Matches(re) => {
+            out.push(json!(re.node.clone()));
+            out.extend(regex_seeds(&re.node).into_iter().map(Value::from));
+        }
         Predicate::InHosts(_) => out.extend(urls.iter().cloned()),
         Predicate::Is(_) | Predicate::Exists => {
             out.extend([json!("x"), json!(1), json!(1.5), json!(false)]);
@@ -242,6 +245,74 @@ fn literal_neighbours(l: &Literal) -> Vec<Value> {
         ],
         Literal::Bool(b) => vec![json!(b), json!(!b), json!(b.to_string())],
         Literal::Null => vec![json!(null), json!("null")],
+    }
+}
+
+/// Strings built from the literal text of a regex (`@ourcompany` in `^[a-z]+@ourcompany\\.com$`)
+/// in each case variant, alone, glued together and with a character around them: the values
+/// a random string almost never hits, where a pattern's edges (and case-sensitivity bugs) are.
+pub fn regex_seeds(pattern: &str) -> Vec<String> {
+    let Ok(hir) = regex_syntax::Parser::new().parse(pattern) else {
+        return Vec::new();
+    };
+    let mut runs = Vec::new();
+    let mut current = String::new();
+    literal_runs(&hir, &mut current, &mut runs);
+    flush(&mut current, &mut runs);
+    if runs.len() > 1 {
+        runs.push(runs.concat());
+        runs.push(runs[..runs.len() - 1].join("a"));
+    }
+    let mut out = Vec::new();
+    for run in &runs {
+        // The first letter upper case, the rest lower (`@Ourcompany.com`).
+        let mut capitalised = run.to_lowercase();
+        if let Some((i, c)) = capitalised.char_indices().find(|(_, c)| c.is_alphabetic()) {
+            capitalised.replace_range(i..i + c.len_utf8(), &c.to_uppercase().to_string());
+        }
+        for v in [
+            run.clone(),
+            run.to_uppercase(),
+            run.to_lowercase(),
+            capitalised,
+        ] {
+            out.push(format!("a{v}"));
+            out.push(format!("{v}a"));
+            out.push(v);
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn flush(current: &mut String, runs: &mut Vec<String>) {
+    if !current.is_empty() {
+        runs.push(std::mem::take(current));
+    }
+}
+
+/// Appends each maximal run of literal characters in `hir` to `runs`.
+fn literal_runs(hir: &regex_syntax::hir::Hir, current: &mut String, runs: &mut Vec<String>) {
+    use regex_syntax::hir::HirKind;
+    match hir.kind() {
+        HirKind::Literal(l) => current.push_str(&String::from_utf8_lossy(&l.0)),
+        HirKind::Concat(parts) => parts.iter().for_each(|p| literal_runs(p, current, runs)),
+        HirKind::Capture(c) => literal_runs(&c.sub, current, runs),
+        HirKind::Alternation(alts) => {
+            flush(current, runs);
+            for a in alts {
+                literal_runs(a, current, runs);
+                flush(current, runs);
+            }
+        }
+        HirKind::Repetition(r) => {
+            flush(current, runs);
+            literal_runs(&r.sub, current, runs);
+            flush(current, runs);
+        }
+        HirKind::Empty | HirKind::Look(_) => {}
+        HirKind::Class(_) => flush(current, runs),
     }
 }
 

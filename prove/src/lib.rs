@@ -2,6 +2,8 @@
 //!
 //! - [`examples`]: example tests, requests with the decisions they must get
 //!   (`NAME.tests.json` beside `NAME.gate`).
+//! - [`diff`]: what a new version of a policy allows that the old one denied (`toolgate diff`,
+//!   and the server's reload gate).
 //! - [`invariants`]: invariants (`invariant NAME { never allow .. }`) checked by exhaustive
 //!   enumeration of stages, tools, latch state and batch shapes, which is a proof for that
 //!   part, and a seeded, shrinking property search over arguments and facts guided by the
@@ -19,10 +21,12 @@
 //! assert!(results.iter().all(|r| r.passed() && r.proved_everywhere()));
 //! ```
 
+pub mod diff;
 pub mod examples;
 pub mod guide;
 pub mod invariants;
 
+pub use diff::{diff, diff_sets, Change, PolicyDiff, SetDiff};
 pub use examples::{CaseResult, Coverage, TestFile, TestFileError, TestFileErrors};
 pub use guide::Guide;
 pub use invariants::{check, Config, Counterexample, InvariantResult};

@@ -1,4 +1,6 @@
-//! `toolgate fmt [--check] FILE...`: rewrite policies in the one canonical layout.
+//! `toolgate fmt [--check] PATH...`: rewrite policies in the one canonical layout. A directory
+//! stands for every `.gate` file under it; `--check` prints what would change as a unified
+//! diff.
 
 use super::{display_name, read_input};
 use std::io::Write as _;
@@ -8,11 +10,12 @@ use toolgate_lang::{format_source, render_all, SourceFile};
 /// Arguments of `toolgate fmt`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Change nothing; list the files whose layout differs and exit 1 if there are any.
+    /// Change nothing; print a unified diff for each file whose layout differs and exit 1 if
+    /// there are any.
     #[arg(long)]
     check: bool,
-    /// Policy files (`.gate`) to format in place; `-` reads standard input and writes the
-    /// result to standard output.
+    /// Policy files (`.gate`) or directories of them to format in place; `-` reads standard
+    /// input and writes the result to standard output.
     #[arg(required = true)]
     files: Vec<String>,
 }
@@ -32,7 +35,7 @@ enum Outcome {
 pub fn run(args: &Args) -> ExitCode {
     let mut changed = false;
     let mut failed = false;
-    for path in &args.files {
+    for path in &super::paths::gate_files(&args.files, true) {
         match format_one(path, args.check) {
             Outcome::Clean => {}
             Outcome::Changed => changed = true,
@@ -69,6 +72,14 @@ fn format_one(path: &str, check: bool) -> Outcome {
     if check {
         if differs {
             println!("{name}: not formatted");
+            let diff = similar::TextDiff::from_lines(text.as_str(), formatted.as_str());
+            print!(
+                "{}",
+                diff.unified_diff().context_radius(3).header(
+                    &format!("{name} (as written)"),
+                    &format!("{name} (formatted)")
+                )
+            );
             return Outcome::Changed;
         }
         return Outcome::Clean;

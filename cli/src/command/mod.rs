@@ -1,12 +1,15 @@
 //! One module per subcommand, plus the input helpers they share.
 
+mod against;
 pub mod bundle;
 pub mod check;
+pub mod diff;
 pub mod eval;
 pub mod fmt;
 pub mod hook;
 pub mod mcp;
 pub mod offer;
+mod paths;
 pub mod playground;
 pub mod serve;
 pub mod test;

@@ -103,6 +103,11 @@ pub struct Args {
     /// Refuse to load or reload policies that compile with any warning.
     #[arg(long)]
     deny_warnings: bool,
+    /// What a directory change that widens what is allowed does: `widening=hold` (the
+    /// default) keeps the old policies serving until `POST /v1/reload` or SIGHUP;
+    /// `widening=allow` applies it like any other change.
+    #[arg(long = "reload", default_value = "widening=hold")]
+    reload: crate::server::reload_gate::Widening,
     /// Milliseconds between polls of the policy directory (0 disables watching).
     #[arg(long, default_value_t = 1000)]
     poll_ms: u64,
@@ -211,6 +216,7 @@ pub fn config(args: &Args) -> Config {
             timeout: Duration::from_millis(args.state_timeout_ms),
             prefix: args.state_prefix.clone(),
         }),
+        widening: args.reload,
     }
 }
 

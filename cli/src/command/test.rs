@@ -28,6 +28,13 @@ pub struct Args {
     /// Treat every warning of a policy (and of its invariants) as an error: the policy fails.
     #[arg(long)]
     deny_warnings: bool,
+    /// A baseline (file or directory): each call the policies allow and it denied fails,
+    /// unless acknowledged in `--accept-widenings` (docs/policy-changes.md).
+    #[arg(long)]
+    against: Option<PathBuf>,
+    /// Widenings accepted by review: one line each, as `--against` prints them.
+    #[arg(long, requires = "against")]
+    accept_widenings: Option<PathBuf>,
 }
 
 #[derive(Default)]
@@ -54,6 +61,12 @@ pub fn run(args: &Args) -> ExitCode {
     let mut tally = Tally::default();
     for path in &policies {
         test_policy(path, &config, args, &mut tally);
+    }
+    if let Some(old) = &args.against {
+        let (passed, failed) =
+            super::against::check(old, &policies, args.accept_widenings.as_deref(), args.seed);
+        tally.passed += passed;
+        tally.failed += failed;
     }
     println!();
     println!("{} passed, {} failed", tally.passed, tally.failed);
@@ -282,7 +295,10 @@ fn report_invariant(module: &str, policy_path: &Path, r: &InvariantResult, tally
                 .map(|c| format!("`{}` ({})", c.id, c.tool))
                 .unwrap_or_default();
             let how = if cx.searched {
-                format!("found by the search (seed {}), shrunk", r.seed)
+                format!(
+                    "found by the search after {} cases (seed {}), shrunk",
+                    r.cases, r.seed
+                )
             } else {
                 "found by enumeration".to_string()
             };

@@ -81,3 +81,22 @@ pub fn describe(set: &PolicySet) -> String {
         parts.join(", ")
     }
 }
+
+/// [`load_dir`], refused when the directory changed while it was read (a file still being
+/// written): the fingerprint is taken before and after, and must agree. The watcher sees the
+/// change at its next poll and loads again.
+pub fn load_complete(
+    dir: &Path,
+    generation: u64,
+    deny_warnings: bool,
+) -> Result<PolicySet, String> {
+    let before = fingerprint(dir);
+    let set = load_dir(dir, generation, deny_warnings)?;
+    if fingerprint(dir) != before {
+        return Err(format!(
+            "`{}` changed while it was being read; it is loaded again once it is stable (deploy with an atomic rename)",
+            dir.display()
+        ));
+    }
+    Ok(set)
+}

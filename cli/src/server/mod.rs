@@ -18,6 +18,7 @@ mod loader;
 mod log_shipper;
 mod metrics;
 mod playground;
+pub mod reload_gate;
 mod routes;
 mod state;
 mod tracing_otel;
@@ -81,6 +82,8 @@ pub struct Config {
     pub bundle: Option<bundle::Source>,
     /// Export a span per decision request to this OTLP/HTTP endpoint.
     pub otel_endpoint: Option<String>,
+    /// What the watcher does with a change that widens (`--reload widening=hold|allow`).
+    pub widening: reload_gate::Widening,
 }
 
 /// How long open connections may take to finish their requests after SIGTERM.
@@ -160,6 +163,7 @@ pub async fn run(config: Config) -> Result<(), String> {
         loopback: local.ip().is_loopback(),
         last_ok: Mutex::new(None),
         last_attempt: Mutex::new(None),
+        gate: reload_gate::GateState::new(config.widening),
         reload_lock: tokio::sync::Mutex::new(0),
         counter: AtomicU64::new(0),
         boot,
@@ -203,8 +207,10 @@ pub async fn run(config: Config) -> Result<(), String> {
     Ok(())
 }
 
-/// Polls the directory; reloads once a change has been stable for one more interval, so a
-/// half-written file is usually skipped, and a broken one is refused anyway.
+/// Polls the directory; reloads once a change has been stable for one more interval. A file
+/// still being written is caught three ways: the change must be stable for that interval, a
+/// load during which the directory changed is discarded (and retried at the next poll), and
+/// a prefix that happens to compile is held back by the reload gate when it widens.
 async fn watch(state: Arc<AppState>, every: Duration) {
     let dir = state.dir.clone();
     let mut last = loader::fingerprint(&dir);

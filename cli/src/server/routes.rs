@@ -273,6 +273,7 @@ pub async fn policies(State(state): Shared) -> Json<Value> {
         "policies": list,
         "last_reload": last,
         "bundle": state.bundle.as_ref().map(|b| b.status()),
+        "pending": state.gate.pending_json(),
     }))
 }
 
@@ -319,6 +320,7 @@ pub async fn metrics(State(state): Shared) -> Response {
         text.push_str(&b.render_metrics());
     }
     text.push_str(&state.log.render_metrics());
+    text.push_str(&state.gate.render_metrics());
     (
         [(
             axum::http::header::CONTENT_TYPE,

@@ -5,8 +5,9 @@ use super::conn::HttpLimits;
 use super::decision_log::DecisionLog;
 use super::guard::Origins;
 use super::limits::Limits;
-use super::loader::{load_dir, LoadReport};
+use super::loader::{load_complete, LoadReport};
 use super::metrics::Metrics;
+use super::reload_gate::{reload_gate, GateOutcome, GateState, Source};
 use super::turn_state::TurnState;
 use axum::http::{HeaderMap, StatusCode};
 use std::path::PathBuf;
@@ -47,6 +48,8 @@ pub struct AppState {
     pub last_ok: Mutex<Option<LoadReport>>,
     /// The last load attempt, successful or not.
     pub last_attempt: Mutex<Option<LoadReport>>,
+    /// The reload gate's mode, held change and counters.
+    pub gate: GateState,
     /// Serialises reloads so generations are numbered in order.
     pub reload_lock: tokio::sync::Mutex<u64>,
     /// Decision-id counter.
@@ -100,30 +103,41 @@ impl AppState {
     }
 
     /// Recompiles the whole directory (or fetches the bundle, with `--bundle`) and swaps it
-    /// in only if every file compiles.
+    /// in through [`AppState::install`]: only if every file compiles, the directory did not
+    /// change while it was read, and the reload gate admits it.
     pub async fn reload(self: Arc<Self>, trigger: &str) -> Result<u64, String> {
         if self.bundle.is_some() {
             return super::bundle::reload(self, trigger).await;
         }
         let dir = self.dir.clone();
         let deny_warnings = self.deny_warnings;
-        self.install(trigger, move |next| load_dir(&dir, next, deny_warnings))
-            .await
+        self.install(trigger, move |next| {
+            load_complete(&dir, next, deny_warnings)
+        })
+        .await
     }
 
     /// The one place a new policy set is swapped in, for a directory and a bundle alike:
-    /// `build` makes the set for the next generation (off the async threads); the set is
-    /// swapped in when it succeeds, and the failure is reported, the old set serving on,
-    /// when it does not.
+    /// `build` makes the set for the next generation (off the async threads), then the
+    /// reload gate ([`super::reload_gate::reload_gate`]) compares it with the serving set: a
+    /// widening change from an automatic source (the watcher, a bundle poll) is held back.
+    /// A set that fails to build, or is held, leaves the old set serving, and is reported.
     pub async fn install<F>(self: Arc<Self>, trigger: &str, build: F) -> Result<u64, String>
     where
         F: FnOnce(u64) -> Result<PolicySet, String> + Send + 'static,
     {
         let mut generation = self.reload_lock.lock().await;
         let next = *generation + 1;
-        let result = tokio::task::spawn_blocking(move || build(next))
-            .await
-            .unwrap_or_else(|_| Err("the load task stopped".into()));
+        let serving = self.store.snapshot();
+        let source = Source::from_trigger(trigger);
+        let widening = self.gate.widening;
+        let result: Result<_, String> = tokio::task::spawn_blocking(move || {
+            let set = build(next)?;
+            let outcome = reload_gate(&serving, &set, source, widening);
+            Ok((set, outcome))
+        })
+        .await
+        .unwrap_or_else(|_| Err("the load task stopped".into()));
         let report = |ok: bool, error: Option<String>| LoadReport {
             ok,
             at_ms: now_ms(),
@@ -131,10 +145,11 @@ impl AppState {
             error,
         };
         match result {
-            Ok(set) => {
+            Ok((set, GateOutcome::Apply { diff })) => {
                 let serving = super::loader::describe(&set);
                 self.store.swap(set);
                 *generation = next;
+                self.gate.applied(diff.as_ref(), trigger);
                 self.metrics.reloads_ok.fetch_add(1, Relaxed);
                 let r = report(true, None);
                 if let Ok(mut g) = self.last_ok.lock() {
@@ -145,6 +160,17 @@ impl AppState {
                 }
                 eprintln!("toolgate: loaded generation {next} ({trigger}): {serving}");
                 Ok(next)
+            }
+            Ok((_, GateOutcome::Hold { diff })) => {
+                let r = report(
+                    false,
+                    Some("held back: the new policies widen what is allowed; see `pending`".into()),
+                );
+                self.gate.hold(&diff, trigger, r.at_ms, *generation);
+                if let Ok(mut g) = self.last_attempt.lock() {
+                    *g = Some(r);
+                }
+                Err("held back: the new policies widen what is allowed".into())
             }
             Err(diagnostics) => {
                 self.metrics.reloads_failed.fetch_add(1, Relaxed);

@@ -1,0 +1,223 @@
+//! The reload gate: no reload widens what the server allows without someone asking for it.
+//!
+//! Every source of a new policy set (startup, the directory watcher, `POST /v1/reload`,
+//! SIGHUP, and any later one such as fetched bundles) passes the compiled set through
+//! [`reload_gate`] before it is swapped in. It diffs the serving set against the new one
+//! (`toolgate_prove::diff_sets`, the same analysis as `toolgate diff`) and holds back a
+//! change that widens unless the source is an explicit operator action or the server runs
+//! with `--reload widening=allow`. A held change leaves the old set serving; it is shown in
+//! the log, in `/v1/policies` (`pending`, with the diff) and in `/metrics`.
+
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+use toolgate_engine::PolicySet;
+use toolgate_prove::diff::DEFAULT_DIFF_CASES;
+use toolgate_prove::invariants::DEFAULT_SEED;
+use toolgate_prove::{Config, SetDiff};
+
+/// What `--reload widening=...` says about a widening change from an automatic source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Widening {
+    /// Hold it back until an explicit reload (the default).
+    #[default]
+    Hold,
+    /// Apply it like any other change (the behaviour before the gate).
+    Allow,
+}
+
+impl std::str::FromStr for Widening {
+    type Err = String;
+
+    /// Parses the value of `serve --reload`: `widening=hold` or `widening=allow`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "widening=hold" => Ok(Widening::Hold),
+            "widening=allow" => Ok(Widening::Allow),
+            _ => Err(format!(
+                "expected `widening=hold` or `widening=allow`, found `{s}`"
+            )),
+        }
+    }
+}
+
+/// Where a new policy set comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The first load: nothing is serving yet, so there is nothing to widen.
+    Startup,
+    /// A change noticed without an operator asking for it (the directory watcher).
+    Automatic,
+    /// An operator's explicit request (`POST /v1/reload`, SIGHUP): applies a widening.
+    Explicit,
+}
+
+impl Source {
+    /// The source of a reload by its trigger name: `startup`; `api` and `sighup` are
+    /// explicit; anything else (`watch`, a source added later) is automatic, so a new
+    /// source is gated unless it says otherwise.
+    pub fn from_trigger(trigger: &str) -> Source {
+        match trigger {
+            "startup" => Source::Startup,
+            "api" | "sighup" => Source::Explicit,
+            _ => Source::Automatic,
+        }
+    }
+}
+
+/// What the gate decided.
+#[derive(Debug)]
+pub enum GateOutcome {
+    /// Swap the new set in. `diff` is what changed (`None` when nothing was serving).
+    Apply {
+        /// The diff against the serving set.
+        diff: Option<SetDiff>,
+    },
+    /// Keep the old set serving: the new one widens and nobody asked for that.
+    Hold {
+        /// The diff against the serving set.
+        diff: SetDiff,
+    },
+}
+
+/// The search budget of the gate's diff: the `toolgate diff` default, small enough for every
+/// reload (the exact part does not depend on it).
+pub fn gate_config() -> Config {
+    Config {
+        cases: DEFAULT_DIFF_CASES,
+        seed: DEFAULT_SEED,
+    }
+}
+
+/// The one gate every reload source calls: diffs `old` (serving) against `new` and decides
+/// whether `new` may be swapped in.
+pub fn reload_gate(
+    old: &PolicySet,
+    new: &PolicySet,
+    source: Source,
+    widening: Widening,
+) -> GateOutcome {
+    // Nothing serving (the first load, or every load so far failed): every decision is a 503
+    // and clients fail closed, so the first set that compiles is what the operator meant.
+    if source == Source::Startup || old.is_empty() {
+        return GateOutcome::Apply { diff: None };
+    }
+    let diff = toolgate_prove::diff_sets(old, new, &gate_config());
+    if diff.widens() && source == Source::Automatic && widening == Widening::Hold {
+        GateOutcome::Hold { diff }
+    } else {
+        GateOutcome::Apply { diff: Some(diff) }
+    }
+}
+
+/// A held-back change.
+#[derive(Debug, Clone)]
+struct Pending {
+    at_ms: u128,
+    trigger: String,
+    diff: Value,
+    summary: Vec<String>,
+}
+
+/// The gate's state in the server: the mode, the held change and its counters.
+#[derive(Debug, Default)]
+pub struct GateState {
+    /// What to do with a widening change from the watcher.
+    pub widening: Widening,
+    pending: Mutex<Option<Pending>>,
+    held: AtomicU64,
+    applied_widening: AtomicU64,
+}
+
+impl GateState {
+    /// A state with this mode and nothing pending.
+    pub fn new(widening: Widening) -> Self {
+        GateState {
+            widening,
+            ..GateState::default()
+        }
+    }
+
+    /// Records a held change (replacing any earlier one) and logs it.
+    pub fn hold(&self, diff: &SetDiff, trigger: &str, at_ms: u128, serving: u64) {
+        self.held.fetch_add(1, Relaxed);
+        let summary = diff.widening_lines();
+        eprintln!(
+            "toolgate: reload ({trigger}) held back: the new policies allow calls the serving ones deny; still serving generation {serving}; apply with POST /v1/reload or SIGHUP"
+        );
+        for line in &summary {
+            eprintln!("toolgate:   widening: {line}");
+        }
+        if let Ok(mut p) = self.pending.lock() {
+            *p = Some(Pending {
+                at_ms,
+                trigger: trigger.to_string(),
+                diff: diff.to_json(),
+                summary,
+            });
+        }
+    }
+
+    /// Records an applied change: clears what was pending and logs a widening that an
+    /// operator applied (or that `widening=allow` let through).
+    pub fn applied(&self, diff: Option<&SetDiff>, trigger: &str) {
+        if let Ok(mut p) = self.pending.lock() {
+            *p = None;
+        }
+        if let Some(diff) = diff.filter(|d| d.widens()) {
+            self.applied_widening.fetch_add(1, Relaxed);
+            eprintln!("toolgate: reload ({trigger}) applied a widening change:");
+            for line in diff.widening_lines() {
+                eprintln!("toolgate:   widening: {line}");
+            }
+        }
+    }
+
+    /// The held change for `GET /v1/policies`, or `null`.
+    pub fn pending_json(&self) -> Value {
+        let pending = self.pending.lock().map(|p| p.clone()).unwrap_or(None);
+        match pending {
+            None => Value::Null,
+            Some(p) => json!({
+                "at_ms": p.at_ms,
+                "trigger": p.trigger,
+                "summary": p.summary,
+                "diff": p.diff,
+                "apply_with": "POST /v1/reload or SIGHUP",
+            }),
+        }
+    }
+
+    /// The gate's lines of `/metrics`.
+    pub fn render_metrics(&self) -> String {
+        let pending = self.pending.lock().map(|p| p.is_some()).unwrap_or(false);
+        let mut out = String::new();
+        for (name, help, kind, v) in [
+            (
+                "toolgate_reloads_held_total",
+                "Reloads held back because the new policies widen what is allowed.",
+                "counter",
+                self.held.load(Relaxed),
+            ),
+            (
+                "toolgate_reloads_widening_applied_total",
+                "Widening reloads applied (explicit reload, SIGHUP or widening=allow).",
+                "counter",
+                self.applied_widening.load(Relaxed),
+            ),
+            (
+                "toolgate_reload_pending",
+                "1 while a widening change is held back and the old policies keep serving.",
+                "gauge",
+                u64::from(pending),
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+            );
+        }
+        out
+    }
+}

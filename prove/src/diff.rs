@@ -1,0 +1,601 @@
+//! `toolgate diff`: what a new policy allows that the old one denied.
+//!
+//! The finite part of the domain is enumerated exactly, as for invariants: every tool either
+//! policy classifies plus one neither does; every stage either declares (at and past each
+//! `max_turns` of either), one neither declares, and none; the latch fact false, true, and
+//! each latch both declare set alone; and each call alone or with a companion from each group
+//! of tools that set the same latches (the latch pre-scan is the only way one call of a batch
+//! changes another's decision, so one companion per group covers every batch). The stage,
+//! class and latch checks read nothing else, so where both policies deny there, no argument
+//! or fact can change that, and where one of them allows there with no rule to run, the
+//! change is exact.
+//!
+//! Where a call reaches rules, two policies whose rules for that tool are the same text (and
+//! name the same host lists, unchanged) judge it alike. Where they differ, the invariant
+//! checker's guided search ([`crate::invariants`]) looks for arguments and facts that one
+//! allows and the other denies, seeded by both policies' constants. That part finds changes;
+//! it cannot prove their absence, and the result says how many cases it ran.
+
+use crate::guide::Guide;
+use crate::invariants::{guided_search, structural, unique, Config};
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use toolgate_engine::{Call, Decision, DenyKind, Facts, Latched, Policy, PolicySet, Request};
+use toolgate_lang::ast::{Item, ToolClass};
+
+/// The case budget of each search when none is given: small enough to diff on every reload.
+pub const DEFAULT_DIFF_CASES: u32 = 512;
+
+/// One behaviour that changed: a call one policy allows and the other denies.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// The tool called.
+    pub tool: String,
+    /// Where: stage, latch state and batch, in words.
+    pub situation: String,
+    /// What the old policy decided, in words (`latch \`documentation_read\``, `allowed`).
+    pub old: String,
+    /// What the new policy decided.
+    pub new: String,
+    /// A request showing it, ready for `toolgate eval --input`; the call is [`Change::call`].
+    pub request: Request,
+    /// The index of the changed call in [`Change::request`].
+    pub call: usize,
+    /// True when found by the search over arguments and facts, false when by enumeration.
+    pub searched: bool,
+    /// Enumerated points with this same change (1 for a searched one).
+    pub points: usize,
+}
+
+impl Change {
+    /// One line: "`grade_attempt` in stage `coach` after ...: OLD latch `x`, NEW allowed".
+    pub fn summary(&self) -> String {
+        format!(
+            "`{}` {}: OLD {}, NEW {}",
+            self.tool, self.situation, self.old, self.new
+        )
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "tool": self.tool,
+            "situation": self.situation,
+            "old": self.old,
+            "new": self.new,
+            "summary": self.summary(),
+            "request": self.request.to_value(),
+            "call": self.call,
+            "searched": self.searched,
+            "points": self.points,
+        })
+    }
+}
+
+/// How two versions of one module differ.
+#[derive(Debug, Clone, Default)]
+pub struct PolicyDiff {
+    /// The module name.
+    pub module: String,
+    /// The old revision hash.
+    pub old_revision: String,
+    /// The new revision hash.
+    pub new_revision: String,
+    /// Calls the new policy allows and the old one denied.
+    pub widenings: Vec<Change>,
+    /// Calls the old policy allowed and the new one denies.
+    pub narrowings: Vec<Change>,
+    /// Requests enumerated (each judged by both policies).
+    pub requests: usize,
+    /// Groups of call points whose rules differ, searched over arguments and facts.
+    pub searched: usize,
+    /// Generated cases run by those searches.
+    pub cases: u64,
+}
+
+/// How two policy sets differ, module by module.
+#[derive(Debug, Clone, Default)]
+pub struct SetDiff {
+    /// Modules only the new set has: every call naming one was refused before.
+    pub added: Vec<String>,
+    /// Modules only the old set has.
+    pub removed: Vec<String>,
+    /// Modules both sets have, in name order.
+    pub modules: Vec<PolicyDiff>,
+}
+
+impl SetDiff {
+    /// True when the new set allows something the old one denied (an added module counts).
+    pub fn widens(&self) -> bool {
+        !self.added.is_empty() || self.modules.iter().any(|m| !m.widenings.is_empty())
+    }
+
+    /// True when nothing changed in either direction.
+    pub fn is_empty(&self) -> bool {
+        !self.widens()
+            && self.removed.is_empty()
+            && self.modules.iter().all(|m| m.narrowings.is_empty())
+    }
+
+    /// One line per widening, `MODULE: SUMMARY` (`module \`x\` added` for a new module): what
+    /// the server logs for a held reload and what `toolgate test --against` asks to be
+    /// acknowledged, line for line.
+    pub fn widening_lines(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .added
+            .iter()
+            .map(|m| format!("module `{m}` added"))
+            .collect();
+        for m in &self.modules {
+            for c in &m.widenings {
+                out.push(format!("{}: {}", m.module, c.summary()));
+            }
+        }
+        out
+    }
+
+    /// The diff as JSON (`toolgate diff --json`, the server's pending reload).
+    pub fn to_json(&self) -> Value {
+        let modules: Vec<Value> = self
+            .modules
+            .iter()
+            .map(|m| {
+                json!({
+                    "module": m.module,
+                    "old_revision": m.old_revision,
+                    "new_revision": m.new_revision,
+                    "widenings": m.widenings.iter().map(Change::to_json).collect::<Vec<_>>(),
+                    "narrowings": m.narrowings.iter().map(Change::to_json).collect::<Vec<_>>(),
+                    "requests": m.requests,
+                    "searched": m.searched,
+                    "cases": m.cases,
+                })
+            })
+            .collect();
+        json!({
+            "widens": self.widens(),
+            "added": self.added,
+            "removed": self.removed,
+            "modules": modules,
+        })
+    }
+
+    /// The diff for people: a line per change, each widening with its request.
+    pub fn render(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        for m in &self.added {
+            let _ = writeln!(
+                s,
+                "widening: module `{m}` added: every request naming it was refused before"
+            );
+        }
+        for m in &self.removed {
+            let _ = writeln!(s, "narrowing: module `{m}` removed");
+        }
+        for m in &self.modules {
+            let _ = writeln!(
+                s,
+                "module `{}` ({} -> {}): {} widening{}, {} narrowing{}",
+                m.module,
+                short(&m.old_revision),
+                short(&m.new_revision),
+                m.widenings.len(),
+                plural(m.widenings.len()),
+                m.narrowings.len(),
+                plural(m.narrowings.len()),
+            );
+            for c in &m.widenings {
+                let _ = writeln!(s, "  widening: {}{}", c.summary(), how(c));
+                let _ = writeln!(
+                    s,
+                    "    allowed by NEW, denied by OLD (call {}):",
+                    c.request.calls.get(c.call).map_or("", |c| c.id.as_str())
+                );
+                let _ = writeln!(s, "    {}", c.request.to_value());
+            }
+            for c in &m.narrowings {
+                let _ = writeln!(s, "  narrowing: {}{}", c.summary(), how(c));
+            }
+            let _ = writeln!(
+                s,
+                "  {} requests enumerated; {} group{} of differing rules searched with {} cases",
+                m.requests,
+                m.searched,
+                plural(m.searched),
+                m.cases
+            );
+        }
+        s
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+fn short(revision: &str) -> &str {
+    revision.get(..12).unwrap_or(revision)
+}
+
+fn how(c: &Change) -> String {
+    if c.searched {
+        " (found by the search)".into()
+    } else if c.points > 1 {
+        format!(" (exact, {} points)", c.points)
+    } else {
+        " (exact)".into()
+    }
+}
+
+/// Diffs two policy sets, module by module.
+pub fn diff_sets(old: &PolicySet, new: &PolicySet, config: &Config) -> SetDiff {
+    let mut out = SetDiff::default();
+    for p in new.iter() {
+        match old.get(p.module()) {
+            None => out.added.push(p.module().to_string()),
+            Some(o) => out.modules.push(diff(o, p, config)),
+        }
+    }
+    for p in old.iter() {
+        if new.get(p.module()).is_none() {
+            out.removed.push(p.module().to_string());
+        }
+    }
+    out
+}
+
+/// What one policy made of one call.
+#[derive(Debug, Clone)]
+enum Verdict {
+    /// The request was refused as a whole (a latch name it does not declare, ...).
+    Refused(String),
+    /// Denied before any rule ran: class, stage or latch.
+    Structural(Decision),
+    /// Denied by a rule.
+    Rule(Decision),
+    /// Allowed.
+    Allowed,
+}
+
+impl Verdict {
+    fn of(policy: &Policy, request: &Request, call: usize) -> Verdict {
+        if let Err(e) = policy.check_request(request) {
+            return Verdict::Refused(e.to_string());
+        }
+        match policy.decide(request).decisions.into_iter().nth(call) {
+            None => Verdict::Refused("no decision".into()),
+            Some(d) if d.allow => Verdict::Allowed,
+            Some(d) if structural(&d) => Verdict::Structural(d),
+            Some(d) => Verdict::Rule(d),
+        }
+    }
+
+    fn allowed(&self) -> bool {
+        matches!(self, Verdict::Allowed)
+    }
+
+    /// Whether rules ran (allowed, or denied by one).
+    fn reached_rules(&self) -> bool {
+        matches!(self, Verdict::Allowed | Verdict::Rule(_))
+    }
+
+    fn words(&self) -> String {
+        match self {
+            Verdict::Allowed => "allowed".into(),
+            Verdict::Refused(e) => format!("refuses the request ({e})"),
+            Verdict::Structural(d) | Verdict::Rule(d) => {
+                let name = d.rule.as_deref().unwrap_or("?");
+                match d.kind {
+                    Some(DenyKind::Unclassified) => "unclassified".into(),
+                    Some(DenyKind::Stage) => format!("stage `{name}`"),
+                    Some(DenyKind::Latch) => format!("latch `{name}`"),
+                    _ => format!("rule `{name}`"),
+                }
+            }
+        }
+    }
+}
+
+/// One enumerated situation for one call.
+#[derive(Clone)]
+struct Point {
+    request: Request,
+    situation: String,
+    /// The stage part of the situation, which groups changes.
+    stage: String,
+}
+
+/// The text of each rule (whitespace-normalised) with the text of every host list it may
+/// name, by rule name: two rules with the same key judge every call alike.
+fn rule_keys(policy: &Policy) -> HashMap<String, String> {
+    let text = policy.source().text();
+    let slice = |span: toolgate_lang::Span| -> String {
+        text.get(span.start..span.end)
+            .unwrap_or("")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let hosts: Vec<(String, String)> = policy
+        .syntax()
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Hosts(h) => Some((format!("hosts {}", h.name.name), slice(h.span))),
+            _ => None,
+        })
+        .collect();
+    policy
+        .syntax()
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Rule(r) => {
+                let mut key = slice(r.span);
+                if key.is_empty() {
+                    // No text to compare: equal only within one revision, so it is searched.
+                    key = format!("{}#{}", policy.revision(), r.name.name);
+                }
+                for (mention, decl) in &hosts {
+                    if key.contains(mention.as_str()) {
+                        key.push('\n');
+                        key.push_str(decl);
+                    }
+                }
+                Some((r.name.name.clone(), key))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// What decides a call of `tool` once the stage and latch checks pass: its rules' keys.
+fn tool_key(policy: &Policy, keys: &HashMap<String, String>, tool: &str) -> Vec<String> {
+    policy
+        .rules_for(tool)
+        .map(|r| keys.get(r).cloned().unwrap_or_else(|| r.to_string()))
+        .collect()
+}
+
+fn max_turns(policy: &Policy, into: &mut BTreeMap<String, BTreeSet<u64>>) {
+    for item in &policy.syntax().items {
+        if let Item::Stage(s) = item {
+            if let Some(m) = &s.max_turns {
+                into.entry(s.name.name.clone()).or_default().insert(m.node);
+            }
+        }
+    }
+}
+
+/// A group of changes: (tool, stage, old words, new words).
+type GroupKey = (String, String, String, String);
+
+#[derive(Default)]
+struct Collected {
+    changes: Vec<Change>,
+    index: HashMap<GroupKey, usize>,
+}
+
+impl Collected {
+    fn add(&mut self, tool: &str, point: &Point, old: &Verdict, new: &Verdict, searched: bool) {
+        self.add_request(tool, point, point.request.clone(), old, new, searched);
+    }
+
+    fn add_request(
+        &mut self,
+        tool: &str,
+        point: &Point,
+        request: Request,
+        old: &Verdict,
+        new: &Verdict,
+        searched: bool,
+    ) {
+        let key = (
+            tool.to_string(),
+            point.stage.clone(),
+            old.words(),
+            new.words(),
+        );
+        if let Some(&i) = self.index.get(&key) {
+            self.changes[i].points += 1;
+            return;
+        }
+        self.index.insert(key, self.changes.len());
+        self.changes.push(Change {
+            tool: tool.to_string(),
+            situation: point.situation.clone(),
+            old: old.words(),
+            new: new.words(),
+            request,
+            call: 0,
+            searched,
+            points: 1,
+        });
+    }
+}
+
+/// Diffs two versions of one module.
+pub fn diff(old: &Policy, new: &Policy, config: &Config) -> PolicyDiff {
+    let mut result = PolicyDiff {
+        module: new.module().to_string(),
+        old_revision: old.revision().to_string(),
+        new_revision: new.revision().to_string(),
+        ..PolicyDiff::default()
+    };
+    let mut classified: BTreeSet<String> = old.tools().map(|(t, _)| t.to_string()).collect();
+    classified.extend(new.tools().map(|(t, _)| t.to_string()));
+    let taken: Vec<String> = classified.iter().cloned().collect();
+    let mut tools = taken.clone();
+    tools.push(unique("unclassified_tool", &taken));
+    let class_of = |t: &str| new.class_of(t).or_else(|| old.class_of(t));
+
+    // Stage points: (stage fact, stage_turns, declared in old, declared in new, words).
+    let declared: BTreeSet<String> = old.stages().chain(new.stages()).map(String::from).collect();
+    let mut turns: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+    max_turns(old, &mut turns);
+    max_turns(new, &mut turns);
+    let mut stages: Vec<(Option<String>, Option<u64>, String)> = Vec::new();
+    for s in &declared {
+        stages.push((Some(s.clone()), None, format!("in stage `{s}`")));
+        for m in turns.get(s).into_iter().flatten() {
+            for t in [*m, m.saturating_add(1)] {
+                stages.push((
+                    Some(s.clone()),
+                    Some(t),
+                    format!("in stage `{s}` at turn {t}"),
+                ));
+            }
+        }
+    }
+    let undeclared: Vec<String> = declared.iter().cloned().collect();
+    stages.push((
+        Some(unique("undefined_stage", &undeclared)),
+        None,
+        "in a stage neither policy declares".into(),
+    ));
+    stages.push((None, None, "with no stage".into()));
+
+    // Latch states: none, all, and each latch both policies declare alone.
+    let old_latches: BTreeSet<&str> = old.latches().collect();
+    let new_latches: BTreeSet<&str> = new.latches().collect();
+    let mut latch_states: Vec<(Latched, String)> = vec![
+        (Latched::Flag(false), String::new()),
+        (Latched::Flag(true), " with every latch set".into()),
+    ];
+    if old_latches.len().max(new_latches.len()) > 1 {
+        for l in old_latches.intersection(&new_latches) {
+            let map = BTreeMap::from([(l.to_string(), true)]);
+            latch_states.push((Latched::ByName(map), format!(" with latch `{l}` set")));
+        }
+    }
+
+    // Companions: one tool per distinct (latches it sets in old, in new).
+    let mut companions: Vec<Option<String>> = vec![None];
+    let mut seen: BTreeSet<(Vec<&str>, Vec<&str>)> = BTreeSet::new();
+    for t in &classified {
+        let sig = (
+            old.latches_set_by(t).collect::<Vec<_>>(),
+            new.latches_set_by(t).collect::<Vec<_>>(),
+        );
+        if (!sig.0.is_empty() || !sig.1.is_empty()) && seen.insert(sig) {
+            companions.push(Some(t.clone()));
+        }
+    }
+
+    let old_keys = rule_keys(old);
+    let new_keys = rule_keys(new);
+    let pre_denied = |p: &Policy, stage: &Option<String>, tool: &str| {
+        p.class_of(tool).is_none()
+            || matches!(stage, Some(s) if p.stages().any(|d| d == s) && !p.stage_allows(s, tool))
+    };
+
+    let mut widenings = Collected::default();
+    let mut narrowings = Collected::default();
+    // Points left to the search, by (old rules, new rules): rules do not read the tool's
+    // name, so tools with the same rules on both sides share one search.
+    type Open = BTreeMap<(Option<Vec<String>>, Option<Vec<String>>), Vec<(String, Point)>>;
+    let mut widen_open: Open = BTreeMap::new();
+    let mut narrow_open: Open = BTreeMap::new();
+    for tool in &tools {
+        let old_key = tool_key(old, &old_keys, tool);
+        let new_key = tool_key(new, &new_keys, tool);
+        for (stage, stage_turns, stage_words) in &stages {
+            if pre_denied(old, stage, tool) && pre_denied(new, stage, tool) {
+                continue;
+            }
+            for (latched, latch_words) in &latch_states {
+                for companion in &companions {
+                    let mut calls = vec![Call::new("c1", tool.as_str(), Value::Object(Map::new()))];
+                    let mut situation = format!("{stage_words}{latch_words}");
+                    if let Some(c) = companion {
+                        calls.push(Call::new("c2", c.as_str(), Value::Object(Map::new())));
+                        let class = class_of(c).map_or("", ToolClass::as_str);
+                        situation.push_str(&format!(" after `{c}` ({class}) in the same batch"));
+                    }
+                    let facts = Facts {
+                        stage: stage.clone(),
+                        stage_turns: *stage_turns,
+                        latched: latched.clone(),
+                        ..Facts::default()
+                    };
+                    let mut request = Request::new(facts, calls);
+                    request.policy = Some(new.module().to_string());
+                    result.requests += 1;
+                    let o = Verdict::of(old, &request, 0);
+                    let n = Verdict::of(new, &request, 0);
+                    let point = Point {
+                        request,
+                        situation,
+                        stage: stage_words.clone(),
+                    };
+                    let same_rules = o.reached_rules() && n.reached_rules() && old_key == new_key;
+                    if same_rules || (!o.reached_rules() && !n.reached_rules()) {
+                        continue;
+                    }
+                    let group = (
+                        o.reached_rules().then(|| old_key.clone()),
+                        n.reached_rules().then(|| new_key.clone()),
+                    );
+                    if n.allowed() && !o.allowed() {
+                        widenings.add(tool, &point, &o, &n, false);
+                    } else if o.allowed() && !n.allowed() {
+                        narrowings.add(tool, &point, &o, &n, false);
+                    } else {
+                        // Rules ran on at least one side and the outcome may hang on the
+                        // arguments and facts.
+                        if n.reached_rules() && !o.allowed() {
+                            widen_open
+                                .entry(group.clone())
+                                .or_default()
+                                .push((tool.clone(), point.clone()));
+                        }
+                        if o.reached_rules() && !n.allowed() {
+                            narrow_open
+                                .entry(group)
+                                .or_default()
+                                .push((tool.clone(), point));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    let mut guide_ast = old.syntax().clone();
+    guide_ast.items.extend(new.syntax().items.iter().cloned());
+    let guide = Guide::new(&guide_ast, None);
+    for (open, widen) in [(&widen_open, true), (&narrow_open, false)] {
+        for points in open.values() {
+            result.searched += 1;
+            let refs: Vec<(&Request, usize)> =
+                points.iter().map(|(_, p)| (&p.request, 0)).collect();
+            let (gain, lose) = if widen { (new, old) } else { (old, new) };
+            let found = guided_search(&guide, &refs, config, |request, call| {
+                Verdict::of(gain, request, call).allowed()
+                    && !Verdict::of(lose, request, call).allowed()
+            });
+            result.cases += u64::from(found.cases);
+            let Some((request, call, index)) = found.hit else {
+                continue;
+            };
+            let Some((tool, point)) = points.get(index) else {
+                continue;
+            };
+            let o = Verdict::of(old, &request, call);
+            let n = Verdict::of(new, &request, call);
+            let into = if widen {
+                &mut widenings
+            } else {
+                &mut narrowings
+            };
+            into.add_request(tool, point, request, &o, &n, true);
+        }
+    }
+    result.widenings = widenings.changes;
+    result.narrowings = narrowings.changes;
+    result
+}
