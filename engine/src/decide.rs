@@ -438,6 +438,18 @@ impl Policy {
         }
     }
 
+    /// A rule's denial narrowed to the requirement that failed, when the rule has several
+    /// (`RuleInfo::parts`); any other verdict as it is.
+    fn pinpoint<C: CallLike>(&self, v: Verdict, call: &C, facts: FactsRef<'_>) -> Verdict {
+        match v.0 {
+            Outcome::Rule(id) if !self.rules[id.index()].parts.is_empty() => {
+                let env = Env::new(call.args(), facts, &self.host_lists);
+                Verdict(failed_part(id, &self.rules[id.index()], &env))
+            }
+            _ => v,
+        }
+    }
+
     fn respond<C: CallLike>(
         &self,
         facts: FactsRef<'_>,
@@ -450,6 +462,7 @@ impl Policy {
             .iter()
             .zip(verdicts)
             .map(|(call, v)| {
+                let v = &self.pinpoint(*v, call, facts);
                 let mut d = Decision {
                     id: call.id().to_owned(),
                     tool: call.tool().to_owned(),
@@ -605,7 +618,9 @@ impl Policy {
                         None => Outcome::Rule(rule_id),
                     })
                 }
-                Truth::False | Truth::Unknown(_) => Some(failed_part(rule_id, rule, &env)),
+                // Which of its requirements failed is worked out only when the response is
+                // put into words (`pinpoint`), so the verdicts stay as cheap as before.
+                Truth::False | Truth::Unknown(_) => Some(Outcome::Rule(rule_id)),
             };
             trace.record(Check::Rule {
                 rule: rule_id,
@@ -625,7 +640,8 @@ impl Policy {
 }
 
 /// A denying rule's outcome: the first of its requirements that does not hold, when it has
-/// several, so the refusal names that one. Runs only on a denial, and allocates nothing.
+/// several, so the refusal names that one. Runs only for a denial being put into words, and
+/// allocates nothing.
 fn failed_part(id: RuleId, rule: &RuleInfo, env: &Env<'_>) -> Outcome {
     rule.parts
         .iter()

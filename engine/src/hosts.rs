@@ -256,6 +256,10 @@ impl HostList {
         Ok(match strict_url::host(rest, self.options)? {
             UrlHost::Name(name) => self.domain_allowed(HostRef::Plain(name)),
             UrlHost::Ip(ip) => self.ips.contains(&ip),
+            // WHATWG maps an internationalised host to punycode only under its special
+            // schemes; under any other it keeps an opaque, percent-encoded host, while other
+            // readers still map it: readers disagree, so it is ambiguous.
+            UrlHost::Idn(_) if !strict_url::is_special(scheme) => return Err(Ambiguity::Idn),
             UrlHost::Idn(name) => {
                 self.domain_allowed(HostRef::Lower(&strict_url::idn_to_ascii(name)?))
             }
@@ -315,6 +319,23 @@ mod tests {
 
     fn list(entries: &[&str]) -> HostList {
         list_with(entries, &["https"], Options::default())
+    }
+
+    /// Found by `agrees_with_whatwg`: under a non-special scheme WHATWG keeps a non-ASCII
+    /// host opaque (percent-encoded) while other readers map it to punycode.
+    #[test]
+    fn an_idn_host_under_a_non_special_scheme_is_ambiguous() {
+        let idn = Options {
+            userinfo: false,
+            idn: true,
+        };
+        let l = list_with(&[".aws.amazon.com"], &["https", "s3x"], idn);
+        assert_eq!(
+            l.check("s3x://\u{430}docs.aws.amazon.com"),
+            Err(Ambiguity::Idn)
+        );
+        assert_eq!(l.check("https://\u{430}docs.aws.amazon.com"), Ok(true));
+        assert_eq!(l.check("s3x://docs.aws.amazon.com"), Ok(true));
     }
 
     #[test]

@@ -138,6 +138,14 @@ pub(crate) enum Host<'a> {
     Idn(&'a str),
 }
 
+/// Whether `scheme` is one of WHATWG's special schemes, the only ones whose host it parses as
+/// a domain (IDNA-mapped, IPv4 forms normalised); any other scheme's host stays opaque to it.
+pub(crate) fn is_special(scheme: &[u8]) -> bool {
+    ["http", "https", "ws", "wss", "ftp", "file"]
+        .iter()
+        .any(|s| crate::words::eq_folded(scheme, s.as_bytes()))
+}
+
 /// Splits `url` into its scheme and what follows the `:`, after refusing the bytes that are
 /// ambiguous anywhere in a URL (backslashes, whitespace, controls).
 pub(crate) fn scheme(url: &str) -> Result<(&[u8], &[u8]), Ambiguity> {

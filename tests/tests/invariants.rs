@@ -8,7 +8,7 @@ use toolgate_tests::{compile, compile_err, compile_named, example_path, EXAMPLES
 
 /// Small enough to keep debug-mode runs quick; the CLI default is larger.
 const CONFIG: Config = Config {
-    cases: 96,
+    cases: 400,
     seed: 42,
 };
 
