@@ -918,8 +918,9 @@ fn start_up_refuses_what_it_cannot_judge_with() {
     );
     // An upstream that never speaks MCP: the handshake deadline ends the wait.
     let started = Instant::now();
-    let err = start_fails(&s, &["--call-timeout", "1s"], &["sleep", "30"]);
-    assert!(err.contains("handshake"), "{err}");
+    let err = start_fails(&s, &["--connect-timeout", "1s"], &["sleep", "30"]);
+    assert!(err.contains("handshake within 1s"), "{err}");
+    assert!(err.contains("--connect-timeout"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(10));
     // An upstream that exits at once.
     let err = start_fails(&s, &[], &["true"]);
@@ -935,7 +936,7 @@ fn start_up_refuses_what_it_cannot_judge_with() {
         .local_addr()
         .unwrap();
     let url = format!("http://{closed}/mcp");
-    let err = start_fails(&s, &["--upstream", &url, "--call-timeout", "5s"], &[]);
+    let err = start_fails(&s, &["--upstream", &url, "--connect-timeout", "5s"], &[]);
     assert!(
         err.contains(&format!(
             "{url}: the upstream MCP server did not complete the MCP handshake"

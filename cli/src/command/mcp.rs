@@ -44,6 +44,11 @@ pub struct Args {
     /// a bare number is seconds); after it the client gets an error.
     #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
     call_timeout: Duration,
+    /// How long the upstream server may take to start and complete the MCP handshake; kept
+    /// apart from --call-timeout, since a server that starts slowly (an interpreter importing
+    /// its SDK on a busy machine) is not one that hangs on a call.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    connect_timeout: Duration,
     /// The upstream MCP server's Streamable HTTP endpoint, instead of a command to start.
     #[arg(long, value_name = "URL", conflicts_with = "command")]
     upstream: Option<String>,
@@ -84,7 +89,7 @@ fn fail(message: &str) -> ExitCode {
 }
 
 async fn serve(args: &Args, config: Config) -> Result<(), String> {
-    let upstream = connect(args, config.call_timeout).await?;
+    let upstream = connect(args, args.connect_timeout).await?;
     let config = Arc::new(config);
     if let Some(listen) = &args.listen {
         return crate::mcp::http::serve(config, upstream, listen).await;

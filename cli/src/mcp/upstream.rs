@@ -37,7 +37,7 @@ pub enum ConnectError {
     #[error("the upstream URL must start with `http://` (this build has no TLS client; put a local TLS proxy in front of an https server)")]
     Scheme,
     /// The server did not complete the handshake in time.
-    #[error("the upstream MCP server did not complete the MCP handshake within {0:?}")]
+    #[error("the upstream MCP server did not complete the MCP handshake within {0:?} (toolgate mcp --connect-timeout)")]
     Timeout(Duration),
 }
 
