@@ -1,5 +1,6 @@
 //! The decision log: one JSON line per decision, written by a task of its own so that
-//! writing never blocks a decision. A full queue drops entries and counts them.
+//! writing never blocks a decision, in batches (one write per couple of milliseconds under
+//! load). A full queue drops entries and counts them.
 
 use arc_swap::ArcSwapOption;
 use serde::Serialize;
@@ -12,6 +13,12 @@ use tokio::sync::mpsc;
 use toolgate_engine::{DenyKind, LatchState, Origin, Request, Response};
 
 use super::metrics::Metrics;
+
+/// How long the writer lets entries gather before one write: at most this much is in memory
+/// only (SIGTERM drains it), and a busy server writes once per interval, not per decision.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
+/// The most entries in one write.
+const BATCH_LINES: usize = 4096;
 
 /// Which decisions are logged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -99,15 +106,28 @@ impl DecisionLog {
             None => Box::new(tokio::io::stdout()),
         };
         let handle = tokio::spawn(async move {
-            let mut buf = tokio::io::BufWriter::new(&mut sink);
-            while let Some(line) = rx.recv().await {
-                let _ = buf.write_all(line.as_bytes()).await;
-                let _ = buf.write_all(b"\n").await;
-                if rx.is_empty() {
-                    let _ = buf.flush().await;
+            let mut lines = Vec::with_capacity(BATCH_LINES);
+            let mut batch = Vec::with_capacity(64 * 1024);
+            // Wait for an entry, let more queue up for LINGER, then write them all at once:
+            // one write (and one wake of this task) per batch instead of per decision. While
+            // it sleeps the task is not waiting on the queue, so senders wake nobody.
+            while rx.recv_many(&mut lines, BATCH_LINES).await > 0 {
+                tokio::time::sleep(LINGER).await;
+                while lines.len() < BATCH_LINES {
+                    match rx.try_recv() {
+                        Ok(line) => lines.push(line),
+                        Err(_) => break,
+                    }
                 }
+                for line in lines.drain(..) {
+                    batch.extend_from_slice(line.as_bytes());
+                    batch.push(b'\n');
+                }
+                let _ = sink.write_all(&batch).await;
+                let _ = sink.flush().await;
+                batch.clear();
             }
-            let _ = buf.flush().await;
+            let _ = sink.flush().await;
         });
         let log = DecisionLog {
             tx: ArcSwapOption::from((mode != LogMode::Off).then(|| Arc::new(tx))),
