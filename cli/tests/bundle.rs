@@ -610,3 +610,40 @@ fn https_bundles_are_verified_against_trusted_roots_only() {
     assert_eq!(get_json(&tg.addr, "/health").0, 200);
     assert!(send_allowed(&tg.addr));
 }
+
+/// A bundle poll is an automatic reload: a bundle that widens what is allowed is held back by
+/// the same gate as a directory change, and applies only when an operator asks for it.
+#[test]
+fn a_bundle_that_widens_is_held_back_until_an_explicit_reload() {
+    let fx = Fixture::new("widen");
+    fx.set_policy(false);
+    let (_www, tg) = fx.serve_good("1");
+    let a = &tg.addr;
+    assert!(!send_allowed(a));
+    let generation = get_json(a, "/v1/policies").1["generation"]
+        .as_u64()
+        .unwrap();
+
+    // The new bundle allows `send`: fetched and verified by the next polls, but not applied.
+    fx.set_policy(true);
+    fx.publish(&fx.build("keys"));
+    wait_for("the widening bundle to be held", || {
+        let (_, v) = get_json(a, "/v1/policies");
+        v["pending"].is_object()
+    });
+    let (_, v) = get_json(a, "/v1/policies");
+    assert_eq!(v["generation"].as_u64(), Some(generation), "{v}");
+    let pending = v["pending"].to_string();
+    assert!(
+        pending.contains("send"),
+        "the held diff names the widened tool: {pending}"
+    );
+    assert!(!send_allowed(a), "a held bundle must not serve");
+    assert!(metric(&metrics(a), "toolgate_reload_pending").unwrap_or(0.0) >= 1.0);
+
+    // The operator applies it.
+    let (st, v) = reload(a);
+    assert_eq!(st, 200, "{v}");
+    assert!(send_allowed(a));
+    assert!(get_json(a, "/v1/policies").1["pending"].is_null());
+}
