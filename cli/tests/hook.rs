@@ -9,15 +9,16 @@ use std::process::{Command, Output, Stdio};
 
 const POLICY: &str = r#"
 module coding
-write  Write, Edit, Bash, mcp__github__create_issue, shell
+write  Write, Edit, Bash, mcp__github__create_issue, shell, Deploy
 ingest WebFetch
 read   Read, Grep
-stage main { tools [Write, Edit, Bash, WebFetch, Read, Grep, mcp__github__create_issue, shell] }
+stage main { tools [Write, Edit, Bash, WebFetch, Read, Grep, mcp__github__create_issue, shell, Deploy] }
 latch untrusted { set_by ingest  blocks write }
 hosts docs { allow ["docs.rs"] }
 rule docs_only for WebFetch { require args.url in hosts docs }
 rule read_first for mcp__github__create_issue { require called_before(Read) }
 rule no_force for shell { require not (args.command matches "--force") }
+rule read_this_turn for Deploy { require called_within(Read, turns: 1) }
 "#;
 
 struct Setup {
@@ -186,6 +187,29 @@ fn claude_code_a_new_prompt_id_starts_a_new_turn() {
     denied(s.claude(write.clone()));
     write["prompt_id"] = "p2".into();
     assert_eq!(s.claude(write), None);
+}
+
+/// The hook counts turns, so `called_within` sees how old a call is: a Read in this turn
+/// lets Deploy run, last turn's does not, and before the agent signalled any turn a call's
+/// age is unknown, so it never counts.
+#[test]
+fn claude_code_called_within_counts_turns() {
+    let s = Setup::new("within");
+    let deploy = || pre("s1", "Deploy", json!({}));
+    // No turn signalled yet: the Read is undated.
+    assert_eq!(s.claude(post("s1", "Read", true)), None);
+    let reason = denied(s.claude(deploy()));
+    assert!(reason.contains("in this turn"), "{reason}");
+    // A turn starts; a Read in it lets Deploy run.
+    s.claude(prompt("s1"));
+    denied(s.claude(deploy()));
+    assert_eq!(s.claude(post("s1", "Read", true)), None);
+    assert_eq!(s.claude(deploy()), None);
+    // The next turn: that Read is one turn old.
+    s.claude(prompt("s1"));
+    denied(s.claude(deploy()));
+    assert_eq!(s.claude(post("s1", "Read", true)), None);
+    assert_eq!(s.claude(deploy()), None);
 }
 
 #[test]

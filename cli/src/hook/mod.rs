@@ -157,12 +157,12 @@ impl<'a> Judge<'a> {
                 state
                     .called
                     .iter()
-                    // The hook's state keeps no turn numbers, so `called_within` sees these
-                    // calls as undated and denies (docs/agents.md).
-                    .map(|(tool, ok)| CalledTool {
+                    // A call's age in turns, for `called_within`; undated (and so never
+                    // recent) before the agent signalled a turn (docs/agents.md).
+                    .map(|(tool, ok, turn)| CalledTool {
                         tool: tool.clone(),
                         ok: *ok,
-                        turns_ago: None,
+                        turns_ago: turn.map(|t| state.turns.saturating_sub(t)),
                     })
                     .collect(),
             ),

@@ -26,8 +26,12 @@ pub struct SessionState {
     pub turn: Option<String>,
     /// The current turn's latches.
     pub latched: Latched,
-    /// Earlier calls in this session and whether they succeeded, oldest first.
-    pub called: Vec<(String, bool)>,
+    /// How many turns have started in this session: 0 until the agent signals one.
+    pub turns: u64,
+    /// Earlier calls in this session, oldest first: the tool, whether it succeeded, and the
+    /// turn it ran in (`None` before the agent signalled any turn, or in a state file from
+    /// before turns were counted: its age is unknown, so `called_within` does not count it).
+    pub called: Vec<(String, bool, Option<u64>)>,
     /// True when the stored state could not be read and this one fails closed.
     pub recovered: bool,
 }
@@ -36,13 +40,15 @@ impl SessionState {
     /// Starts a new turn: its latches are clear.
     pub fn start_turn(&mut self, turn: Option<String>) {
         self.turn = turn;
+        self.turns += 1;
         self.latched = Latched::Flag(false);
         self.recovered = false;
     }
 
     /// Remembers that `tool` ran, and whether it succeeded.
     pub fn record_call(&mut self, tool: &str, ok: bool) {
-        self.called.push((tool.to_string(), ok));
+        let turn = (self.turns > 0).then_some(self.turns);
+        self.called.push((tool.to_string(), ok, turn));
         if self.called.len() > MAX_CALLED {
             let excess = self.called.len() - MAX_CALLED;
             self.called.drain(..excess);
@@ -53,6 +59,7 @@ impl SessionState {
     fn fail_closed() -> Self {
         SessionState {
             turn: None,
+            turns: 0,
             latched: Latched::Flag(true),
             called: Vec::new(),
             recovered: true,
@@ -71,9 +78,12 @@ impl SessionState {
         let called: Vec<Value> = self
             .called
             .iter()
-            .map(|(tool, ok)| json!({"tool": tool, "ok": ok}))
+            .map(|(tool, ok, turn)| match turn {
+                Some(t) => json!({"tool": tool, "ok": ok, "turn": t}),
+                None => json!({"tool": tool, "ok": ok}),
+            })
             .collect();
-        json!({"version": VERSION, "turn": self.turn, "latched": latched, "called": called})
+        json!({"version": VERSION, "turn": self.turn, "turns": self.turns, "latched": latched, "called": called})
     }
 
     fn from_json(text: &str) -> Option<Self> {
@@ -102,14 +112,25 @@ impl SessionState {
             .as_array()?
             .iter()
             .map(|c| {
+                let turn = match c.get("turn") {
+                    None => None,
+                    Some(t) => Some(t.as_u64()?),
+                };
                 Some((
                     c.get("tool")?.as_str()?.to_string(),
                     c.get("ok")?.as_bool()?,
+                    turn,
                 ))
             })
             .collect::<Option<Vec<_>>>()?;
+        // Absent in files written before turns were counted: their calls stay undated.
+        let turns = match top.get("turns") {
+            None => 0,
+            Some(t) => t.as_u64()?,
+        };
         Some(SessionState {
             turn,
+            turns,
             latched,
             called,
             recovered: false,
@@ -235,6 +256,26 @@ fn file_stem(session: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Calls carry the turn they ran in; a file from before turns were counted reads back
+    /// with its calls undated, never as recent.
+    #[test]
+    fn calls_keep_their_turn_and_old_files_read_as_undated() {
+        let mut s = SessionState::default();
+        s.record_call("before_any_turn", true);
+        s.start_turn(None);
+        s.start_turn(None);
+        s.record_call("read", true);
+        assert_eq!(s.called[0].2, None);
+        assert_eq!(s.called[1].2, Some(2));
+        let back = SessionState::from_json(&s.to_json().to_string()).unwrap();
+        assert_eq!(back, s);
+        let old = r#"{"version": 1, "turn": null, "latched": false, "called": [{"tool": "read", "ok": true}]}"#;
+        let old = SessionState::from_json(old).unwrap();
+        assert_eq!((old.turns, old.called[0].2), (0, None));
+        let bad = r#"{"version": 1, "turn": null, "turns": "2", "latched": false, "called": []}"#;
+        assert_eq!(SessionState::from_json(bad), None);
+    }
 
     #[test]
     fn state_round_trips_and_bad_files_fail_closed() {
