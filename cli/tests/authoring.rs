@@ -3,18 +3,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+mod binary_support;
+use binary_support::{run, stdout};
 
 const POLICY: &str = "module mail\nwrite send\nread look\nstage main { tools [look, send] }\nrule no_cc for send { require not args.cc exists }\n";
 

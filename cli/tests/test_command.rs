@@ -4,19 +4,10 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+mod binary_support;
+use binary_support::{run, stdout};
 use toolgate_tests::{example_path, EXAMPLES};
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 fn examples_dir() -> PathBuf {
     example_path("coach").parent().unwrap().to_path_buf()
