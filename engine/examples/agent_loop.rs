@@ -111,7 +111,7 @@ impl Executor {
             };
             let request = Request::new(facts, calls);
             let response = self.policy.decide(&request);
-            latched = Latched::from(&response.latched);
+            latched = response.latched.clone();
             let expected = expect.get(batch_no).copied().unwrap_or(&[]);
             self.check(
                 expected.len() == request.calls.len(),

@@ -8,6 +8,7 @@ use crate::error::RequestError;
 use crate::schema as key;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// One batch of tool calls and the facts they are judged against.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -43,16 +44,27 @@ pub struct Facts {
     pub other: Map<String, Value>,
 }
 
-/// The `latched` fact: one flag, or one flag per named latch.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Latch state, owned: the `latched` fact of a request and the `latched` of a response
+/// ([`crate::LatchState`] is this type). One flag, or one flag per named latch.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
 pub enum Latched {
     /// One flag for every latch (the single-latch form). `true` sets every latch.
     Flag(bool),
-    /// A flag per latch name; names the policy doesn't declare are ignored.
-    ByName(BTreeMap<String, bool>),
+    /// A flag per latch name. A request naming a latch the policy does not declare is
+    /// malformed ([`crate::Policy::check_request`]).
+    ByName(BTreeMap<Arc<str>, bool>),
 }
 
 impl Latched {
+    /// True when any latch is set.
+    pub fn any(&self) -> bool {
+        match self {
+            Latched::Flag(b) => *b,
+            Latched::ByName(m) => m.values().any(|b| *b),
+        }
+    }
+
     /// The union of two latch states: a latch set in either is set in the result.
     pub fn or(&self, other: &Latched) -> Latched {
         match (self, other) {
@@ -242,7 +254,7 @@ impl Facts {
                             format!("expected a bool, found {}", type_name(&v)),
                         )
                     })?;
-                    by_name.insert(k, b);
+                    by_name.insert(k.into(), b);
                 }
                 Latched::ByName(by_name)
             }
@@ -588,7 +600,7 @@ impl Request {
             Latched::ByName(m) => {
                 let obj: Map<String, Value> = m
                     .iter()
-                    .map(|(k, v)| (k.clone(), Value::from(*v)))
+                    .map(|(k, v)| (k.to_string(), Value::from(*v)))
                     .collect();
                 facts.insert(key::LATCHED.into(), Value::Object(obj));
             }

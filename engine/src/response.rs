@@ -1,7 +1,6 @@
 //! The typed response: one decision per call, in request order.
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The answer to one [`crate::Request`].
@@ -17,25 +16,9 @@ pub struct Response {
     pub decisions: Vec<Decision>,
 }
 
-/// Latch state in a response: one flag for policies with at most one latch, else a map.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum LatchState {
-    /// The single-latch form.
-    Flag(bool),
-    /// One flag per declared latch.
-    ByName(BTreeMap<Arc<str>, bool>),
-}
-
-impl LatchState {
-    /// True when any latch is set.
-    pub fn any(&self) -> bool {
-        match self {
-            LatchState::Flag(b) => *b,
-            LatchState::ByName(m) => m.values().any(|b| *b),
-        }
-    }
-}
+/// Latch state in a response: the same type as the request's `latched` fact ([`Latched`]),
+/// so a state read from one batch's response is the next batch's fact as it is.
+pub type LatchState = crate::request::Latched;
 
 /// Why a call was denied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

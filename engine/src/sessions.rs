@@ -26,7 +26,7 @@ use std::collections::hash_map::RandomState;
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Turns per session whose exact latch state is kept.
@@ -177,7 +177,7 @@ impl TurnLatches {
                     if !policy.latches().any(|l| l == &**name) {
                         return None;
                     }
-                    map.insert(name.to_string(), true);
+                    map.insert(Arc::from(&**name), true);
                 }
                 Some(Latched::ByName(map))
             }
@@ -630,18 +630,6 @@ impl SessionStore {
             if let Some((k, e)) = self.map.remove_if(&key, |_, e| !e.holds_latch()) {
                 self.account((e.bytes(&k), false), (0, false));
                 self.entries.fetch_sub(1, Relaxed);
-            }
-        }
-    }
-}
-
-/// The state a response reports, as the `latched` fact of the next batch of the same turn.
-impl From<&LatchState> for Latched {
-    fn from(state: &LatchState) -> Self {
-        match state {
-            LatchState::Flag(b) => Latched::Flag(*b),
-            LatchState::ByName(m) => {
-                Latched::ByName(m.iter().map(|(k, v)| (k.to_string(), *v)).collect())
             }
         }
     }

@@ -10,6 +10,7 @@ use crate::request::{Call, CalledTool, Facts, Latched, Message, Request};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A request read from JSON without copying the strings it does not need to unescape.
 ///
@@ -54,14 +55,16 @@ impl LatchedView<'_> {
         let own = match self {
             LatchedView::Flag(b) => Latched::Flag(*b),
             LatchedView::ByName(v) => {
-                Latched::ByName(v.iter().map(|(k, b)| (k.to_string(), *b)).collect())
+                Latched::ByName(v.iter().map(|(k, b)| (Arc::from(&**k), *b)).collect())
             }
         };
         match own.or(carried) {
             Latched::Flag(b) => LatchedView::Flag(b),
-            Latched::ByName(m) => {
-                LatchedView::ByName(m.into_iter().map(|(k, b)| (Cow::Owned(k), b)).collect())
-            }
+            Latched::ByName(m) => LatchedView::ByName(
+                m.into_iter()
+                    .map(|(k, b)| (Cow::Owned(k.to_string()), b))
+                    .collect(),
+            ),
         }
     }
 }
@@ -137,7 +140,7 @@ pub(crate) enum MessagesRef<'a> {
 #[derive(Clone, Copy)]
 pub(crate) enum LatchedRef<'a> {
     Flag(bool),
-    Owned(&'a BTreeMap<String, bool>),
+    Owned(&'a BTreeMap<Arc<str>, bool>),
     Borrowed(&'a [(Cow<'a, str>, bool)]),
 }
 
@@ -232,7 +235,7 @@ impl<'a> LatchedRef<'a> {
     pub(crate) fn entries(self) -> impl Iterator<Item = (&'a str, bool)> {
         let (owned, borrowed) = match self {
             LatchedRef::Flag(_) => (None, None),
-            LatchedRef::Owned(m) => (Some(m.iter().map(|(k, v)| (k.as_str(), *v))), None),
+            LatchedRef::Owned(m) => (Some(m.iter().map(|(k, v)| (&**k, *v))), None),
             LatchedRef::Borrowed(v) => (None, Some(v.iter().map(|(k, b)| (&**k, *b)))),
         };
         owned

@@ -468,7 +468,7 @@ pub fn diff(old: &Policy, new: &Policy, config: &Config) -> PolicyDiff {
     ];
     if old_latches.len().max(new_latches.len()) > 1 {
         for l in old_latches.intersection(&new_latches) {
-            let map = BTreeMap::from([(l.to_string(), true)]);
+            let map = BTreeMap::from([(std::sync::Arc::<str>::from(*l), true)]);
             latch_states.push((Latched::ByName(map), format!(" with latch `{l}` set")));
         }
     }

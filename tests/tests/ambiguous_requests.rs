@@ -326,7 +326,7 @@ fn an_undeclared_set_latch_in_a_typed_request_sets_every_latch() {
     // takes every latch as set rather than none.
     let p = shop();
     let mut by_name = std::collections::BTreeMap::new();
-    by_name.insert("Untrusted".to_string(), true);
+    by_name.insert("Untrusted".into(), true);
     let mut facts = Facts::in_stage("support");
     facts.latched = Latched::ByName(by_name.clone());
     let request = Request::new(
@@ -343,7 +343,7 @@ fn an_undeclared_set_latch_in_a_typed_request_sets_every_latch() {
     assert_allowed(&response.decisions[2]);
     assert!(p.check_request(&request).is_err());
     // An undeclared name set to false carries no state: nothing is latched.
-    by_name.insert("Untrusted".to_string(), false);
+    by_name.insert("Untrusted".into(), false);
     facts.latched = Latched::ByName(by_name);
     let response = p.decide(&Request::new(
         facts,

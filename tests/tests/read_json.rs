@@ -27,7 +27,7 @@ fn carried_states() -> Vec<Option<Latched>> {
         Some(Latched::ByName(
             pairs
                 .iter()
-                .map(|(k, v)| ((*k).to_owned(), *v))
+                .map(|(k, v)| ((*k).into(), *v))
                 .collect::<BTreeMap<_, _>>(),
         ))
     };
@@ -117,10 +117,7 @@ fn carried_state_changes_the_verdict() {
     let alone = policy.decide_read(&policy.read_json(&text).unwrap());
     assert!(alone.decisions[0].allow);
     let mut read = policy.read_json(&text).unwrap();
-    read.carry(&Latched::ByName(BTreeMap::from([(
-        "manual".to_owned(),
-        true,
-    )])));
+    read.carry(&Latched::ByName(BTreeMap::from([("manual".into(), true)])));
     let carried = policy.decide_read(&read);
     assert!(!carried.decisions[0].allow);
 }

@@ -16,7 +16,7 @@ pub mod state;
 
 use serde_json::Value;
 use state::SessionState;
-use toolgate_engine::{Call, CalledTool, Facts, Latched, Policy, Request};
+use toolgate_engine::{Call, CalledTool, Facts, Policy, Request};
 
 /// One agent event, normalised.
 #[derive(Debug, Clone, PartialEq)]
@@ -171,7 +171,7 @@ impl<'a> Judge<'a> {
         let request = Request::new(facts, vec![Call::new(call_id, tool, args.clone())]);
         let response = self.policy.decide(&request);
         // An allowed setter latches the turn now, so every later call in it is judged latched.
-        state.latched = Latched::from(&response.latched);
+        state.latched = response.latched.clone();
         match response.decisions.first() {
             Some(d) if d.allow => {
                 if self.approve {

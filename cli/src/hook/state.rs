@@ -71,7 +71,7 @@ impl SessionState {
             Latched::Flag(b) => Value::Bool(*b),
             Latched::ByName(m) => Value::Object(
                 m.iter()
-                    .map(|(k, v)| (k.clone(), Value::Bool(*v)))
+                    .map(|(k, v)| (k.to_string(), Value::Bool(*v)))
                     .collect::<Map<_, _>>(),
             ),
         };
@@ -102,7 +102,7 @@ impl SessionState {
             Value::Bool(b) => Latched::Flag(*b),
             Value::Object(m) => Latched::ByName(
                 m.iter()
-                    .map(|(k, v)| Some((k.clone(), v.as_bool()?)))
+                    .map(|(k, v)| Some((k.as_str().into(), v.as_bool()?)))
                     .collect::<Option<_>>()?,
             ),
             _ => return None,
@@ -281,7 +281,7 @@ mod tests {
     fn state_round_trips_and_bad_files_fail_closed() {
         let mut s = SessionState::default();
         s.start_turn(Some("p1".into()));
-        s.latched = Latched::ByName([("untrusted".to_string(), true)].into());
+        s.latched = Latched::ByName([("untrusted".into(), true)].into());
         s.record_call("verify", true);
         let back = SessionState::from_json(&s.to_json().to_string()).unwrap();
         assert_eq!(back, s);

@@ -203,7 +203,7 @@ fn latched_writes_stay_offered_but_say_they_are_disabled() {
     // readers refuse the name.
     let by_name = |name: &str| Facts {
         stage: Some("coach".into()),
-        latched: Latched::ByName([(name.to_string(), true)].into()),
+        latched: Latched::ByName([(name.into(), true)].into()),
         ..Facts::default()
     };
     assert_eq!(
@@ -216,7 +216,7 @@ fn latched_writes_stay_offered_but_say_they_are_disabled() {
     assert_eq!(policy.offer(&by_name("other"), &tools).disabled.len(), 1);
     assert!(policy.check_facts(&by_name("other")).is_err());
     let cleared = Facts {
-        latched: Latched::ByName([("documentation_read".to_string(), false)].into()),
+        latched: Latched::ByName([("documentation_read".into(), false)].into()),
         ..by_name("documentation_read")
     };
     assert!(policy.offer(&cleared, &tools).disabled.is_empty());

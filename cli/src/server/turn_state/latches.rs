@@ -40,7 +40,7 @@ pub fn decode(policy: &Policy, stored: &str) -> Latched {
                 if !policy.latches().any(|l| l == name) {
                     return Latched::Flag(true);
                 }
-                map.insert(name.to_string(), true);
+                map.insert(name.into(), true);
             }
             Latched::ByName(map)
         }
@@ -64,7 +64,7 @@ pub fn covers(state: &LatchState, carried: &Latched) -> bool {
             LatchState::ByName(m) => c
                 .iter()
                 .filter(|(_, set)| **set)
-                .all(|(n, _)| m.get(n.as_str()).copied().unwrap_or(false)),
+                .all(|(n, _)| m.get(&**n).copied().unwrap_or(false)),
         },
     }
 }
@@ -90,7 +90,7 @@ mod tests {
         assert_eq!(encode(&p, &LatchState::Flag(false)), "");
         assert_eq!(
             decode(&p, "l2"),
-            Latched::ByName([("l2".to_string(), true)].into())
+            Latched::ByName([("l2".into(), true)].into())
         );
         assert_eq!(decode(&p, ""), Latched::Flag(false));
         assert_eq!(decode(&p, "*"), Latched::Flag(true));
@@ -101,7 +101,7 @@ mod tests {
 
     #[test]
     fn covers_only_when_nothing_carried_is_missing() {
-        let l1 = Latched::ByName([("l1".to_string(), true)].into());
+        let l1 = Latched::ByName([("l1".into(), true)].into());
         assert!(covers(&LatchState::Flag(false), &Latched::Flag(false)));
         assert!(!covers(&LatchState::Flag(false), &Latched::Flag(true)));
         assert!(covers(&LatchState::Flag(true), &Latched::Flag(true)));
