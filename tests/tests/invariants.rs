@@ -425,3 +425,34 @@ fn a_called_within_bound_looser_than_the_invariant_is_caught() {
     let results = check_policy(&fixed, Some(("inv.gate", inv)), &CONFIG).unwrap();
     assert!(result(&results, "recent_check").passed(), "{results:?}");
 }
+
+/// The two mistakes issue 15 reports the search found only at 512 and 20,000 cases (an
+/// unanchored domain check, and a case-insensitive one against a case-sensitive invariant)
+/// are caught within a budget of 24. A regression guard for the search's regex guidance: with
+/// the literal seeds switched off it still passes (the patterns' own generated strings find
+/// both), so this does not isolate the seeds; `diff.rs` tests the seeds themselves.
+#[test]
+fn loose_patterns_are_caught_within_a_small_budget() {
+    let tiny = Config { cases: 24, seed: 7 };
+    let inv = "invariants for mail\ninvariant internal_only {\n  never allow send_email unless args.to matches \"@ourcompany\\\\.com$\"\n}\n";
+    for (loose, why) in [
+        ("\"@ourcompany\"", "unanchored"),
+        ("\"(?i)@ourcompany\\\\.com$\"", "case-insensitive"),
+    ] {
+        let policy = compile(&format!(
+            "module mail\nwrite send_email\nstage main {{ tools [send_email] }}\n\
+             rule internal for send_email {{ require args.to matches {loose} }}\n"
+        ));
+        let results = check_policy(&policy, Some(("inv.gate", inv)), &tiny).unwrap();
+        let r = result(&results, "internal_only");
+        let cx = r
+            .counterexample
+            .as_ref()
+            .unwrap_or_else(|| panic!("{why} pattern not caught in {} cases: {r:?}", r.cases));
+        let json = cx.request_json();
+        assert!(
+            policy.decide_json(&json).unwrap().decisions[cx.call].allow,
+            "{json}"
+        );
+    }
+}
