@@ -346,7 +346,9 @@ impl Policy {
         })
     }
 
-    /// The refusal the model reads for a denying verdict, or `None` for an allow.
+    /// The refusal of a denying verdict, or `None` for an allow. For a rule with several
+    /// requirements this is the whole rule's refusal: a verdict from [`Policy::decide_into`]
+    /// does not say which requirement failed; [`Policy::decide`] works that out and names it.
     pub fn refusal(&self, verdict: Verdict) -> Option<&Arc<str>> {
         Some(match verdict.0 {
             Outcome::Allow { .. } => return None,

@@ -40,7 +40,7 @@ impl SessionState {
     /// Starts a new turn: its latches are clear.
     pub fn start_turn(&mut self, turn: Option<String>) {
         self.turn = turn;
-        self.turns += 1;
+        self.turns = self.turns.saturating_add(1);
         self.latched = Latched::Flag(false);
         self.recovered = false;
     }
@@ -128,6 +128,15 @@ impl SessionState {
             None => 0,
             Some(t) => t.as_u64()?,
         };
+        // A call dated after the session's last turn, or in turn 0, cannot have been written
+        // by `record_call`: the file is corrupt, and read as such (every latch set) rather
+        // than trusted to make an old call look recent.
+        if called
+            .iter()
+            .any(|c| c.2.is_some_and(|t| t == 0 || t > turns))
+        {
+            return None;
+        }
         Some(SessionState {
             turn,
             turns,
@@ -273,8 +282,13 @@ mod tests {
         let old = r#"{"version": 1, "turn": null, "latched": false, "called": [{"tool": "read", "ok": true}]}"#;
         let old = SessionState::from_json(old).unwrap();
         assert_eq!((old.turns, old.called[0].2), (0, None));
-        let bad = r#"{"version": 1, "turn": null, "turns": "2", "latched": false, "called": []}"#;
-        assert_eq!(SessionState::from_json(bad), None);
+        for bad in [
+            r#"{"version": 1, "turn": null, "turns": "2", "latched": false, "called": []}"#,
+            r#"{"version": 1, "turn": null, "turns": 2, "latched": false, "called": [{"tool": "read", "ok": true, "turn": 3}]}"#,
+            r#"{"version": 1, "turn": null, "turns": 2, "latched": false, "called": [{"tool": "read", "ok": true, "turn": 0}]}"#,
+        ] {
+            assert_eq!(SessionState::from_json(bad), None, "{bad}");
+        }
     }
 
     #[test]
