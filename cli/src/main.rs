@@ -6,6 +6,7 @@ mod hook;
 mod http_client;
 mod mcp;
 mod server;
+mod signals;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -15,6 +15,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use toolgate_engine::{Facts, Policy, ToolDef};
 
+mod signal_support;
+use signal_support::{caught_signals, HUP_INT_TERM, SIGHUP};
+
 const POLICY: &str = r#"
 module mcp_test
 write  write_file
@@ -1289,6 +1292,9 @@ fn over_http_each_session_keeps_its_own_latch_and_a_sessionless_request_is_refus
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")
         .to_string();
+    // Stop signals are handled from the moment the banner is printed.
+    let int_term = HUP_INT_TERM & !SIGHUP;
+    assert_eq!(caught_signals(proxy.0.id()) & int_term, int_term);
 
     let client = |steps: Vec<Value>| {
         let script = s.dir.join("http-script.json");

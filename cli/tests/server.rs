@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod server_support;
+mod signal_support;
 use server_support::*;
+use signal_support::{caught_signals, HUP_INT_TERM};
 
 #[test]
 fn every_endpoint_and_error_status() {
@@ -593,4 +595,42 @@ fn ambiguous_requests_are_400_naming_the_path() {
     );
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("did you mean `untrusted`"), "{text}");
+}
+
+/// Sends `signal` to `pid` with kill(1).
+fn send_signal(signal: &str, pid: u32) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// The handlers for SIGTERM, SIGINT and SIGHUP are in place before the server says it listens: a
+/// supervisor (or a test) that signals the moment it reads the line must not kill the
+/// process with the default action, which would skip the decision-log flush. The signal
+/// mask is read straight after the line, while the server is still starting its tasks.
+#[test]
+fn signals_sent_the_instant_the_server_listens_are_handled() {
+    for round in 0..8 {
+        let mut s = start(
+            &format!("signal-race-{round}"),
+            &[("a.gate", POLICY_A)],
+            &[],
+        );
+        let caught = caught_signals(s.child.id());
+        assert_eq!(
+            caught & HUP_INT_TERM,
+            HUP_INT_TERM,
+            "round {round}: the server announced itself before handling its signals"
+        );
+        send_signal("HUP", s.child.id());
+        send_signal("TERM", s.child.id());
+        let exit = s.child.wait().unwrap();
+        assert!(
+            exit.success(),
+            "round {round}: the server died of a signal it should handle: {exit:?}"
+        );
+    }
 }

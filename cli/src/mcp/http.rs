@@ -35,36 +35,14 @@ pub async fn serve(config: Arc<Config>, upstream: Upstream, listen: &str) -> Res
     let local = listener
         .local_addr()
         .map_err(|e| format!("cannot listen on `{listen}`: {e}"))?;
+    // Handlers go in before the announcement, so a signal sent on reading it is handled.
+    let stop = crate::signals::Stop::install()?;
     eprintln!("toolgate mcp: serving MCP at http://{local}{PATH}");
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
-            stop_signal().await;
+            stop.recv().await;
             shutdown.cancel();
         })
         .await
         .map_err(|e| format!("the HTTP listener failed: {e}"))
-}
-
-/// SIGINT or SIGTERM.
-async fn stop_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
 }

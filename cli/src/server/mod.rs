@@ -177,6 +177,10 @@ pub async fn run(config: Config) -> Result<(), String> {
     // A failed first load still starts the server: /health says 503 until a reload works.
     let _ = state.clone().reload("startup").await;
     state.sessions.announce().await;
+    // Handlers go in before the announcement: a signal sent the moment a supervisor reads
+    // it must reach them, not the default action (which would skip the log flush).
+    let stop = crate::signals::Stop::install()?;
+    let hup = crate::signals::Reload::install()?;
     eprintln!("toolgate: listening on http://{local}");
     if let Some(path) = &config.announce {
         eprintln!("toolgate: playground at http://{local}{path}");
@@ -188,14 +192,15 @@ pub async fn run(config: Config) -> Result<(), String> {
         tokio::spawn(watch(state.clone(), config.poll));
     }
     tokio::spawn(sweep(state.clone(), config.sessions.ttl));
-    #[cfg(unix)]
-    tokio::spawn(on_sighup(state.clone()));
+    if let Some(hup) = hup {
+        tokio::spawn(on_sighup(state.clone(), hup));
+    }
 
     conn::serve(
         listener,
         router(state.clone()),
         state.clone(),
-        shutdown_signal(),
+        shutdown_signal(stop),
         DRAIN,
     )
     .await;
@@ -238,35 +243,13 @@ async fn sweep(state: Arc<AppState>, ttl: Duration) {
     }
 }
 
-#[cfg(unix)]
-async fn on_sighup(state: Arc<AppState>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut hup) = signal(SignalKind::hangup()) else {
-        return;
-    };
-    while hup.recv().await.is_some() {
+async fn on_sighup(state: Arc<AppState>, mut hup: crate::signals::Reload) {
+    while hup.recv().await {
         let _ = state.clone().reload("sighup").await;
     }
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
+async fn shutdown_signal(stop: crate::signals::Stop) {
+    stop.recv().await;
     eprintln!("toolgate: shutting down; flushing the decision log");
 }
