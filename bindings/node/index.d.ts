@@ -29,7 +29,7 @@ export interface Facts {
   latched?: LatchState;
   messages?: { from: string; media?: string[] }[];
   fields?: { [name: string]: Json };
-  called?: { tool: string; ok: boolean }[];
+  called?: { tool: string; ok: boolean; turns_ago?: number }[];
   [custom: string]: Json | undefined;
 }
 
@@ -159,7 +159,7 @@ export declare class Turn {
   constructor(policy: Policy, facts?: Facts);
   readonly policy: Policy;
   latched: LatchState;
-  called: { tool: string; ok: boolean }[];
+  called: { tool: string; ok: boolean; turns_ago?: number }[];
   /** Decisions made so far, by call id. */
   readonly decisions: Map<string, Decision>;
   /** The facts a request of this turn carries now. */
@@ -168,6 +168,6 @@ export declare class Turn {
   decide(calls: Call[]): Decision[];
   /** Judges one call with the turn's state so far. */
   decideOne(call: Call): Decision;
-  /** Records a dispatched call's outcome. */
+  /** Records a dispatched call's outcome, dated this turn (`turns_ago: 0`). */
   record(tool: string, ok: boolean): void;
 }

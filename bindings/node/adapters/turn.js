@@ -1,9 +1,9 @@
 // The state of one user turn, for executors and framework adapters that see tool calls
 // one at a time or one batch at a time.
 //
-// A policy's latches are write-once-true for a user turn, and `called_before` reads the
-// calls that succeeded earlier. The engine keeps no state: the executor carries it from
-// batch to batch. A Turn does that carrying: create one per user message (a new message
+// A policy's latches are write-once-true for a user turn, and `called_before` (and
+// `called_within`, by age) reads the calls that succeeded earlier. The engine keeps no
+// state: the executor carries it from batch to batch. A Turn does that carrying: create one per user message (a new message
 // resets every latch), judge every batch or call of that turn through it, and record each
 // dispatched call's outcome.
 'use strict';
@@ -55,9 +55,13 @@ class Turn {
     return this.decide([call])[0];
   }
 
-  /** Records that a dispatched call finished: `ok` false when the tool failed. */
+  /**
+   * Records that a dispatched call finished this turn: `ok` false when the tool failed. The
+   * entry is dated this turn (`turns_ago: 0`), so `called_within` rules can see it; entries
+   * passed in with the facts keep the ages the executor gave them.
+   */
   record(tool, ok) {
-    this.called.push({ tool, ok: Boolean(ok) });
+    this.called.push({ tool, ok: Boolean(ok), turns_ago: 0 });
   }
 }
 

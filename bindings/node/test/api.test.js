@@ -185,3 +185,22 @@ test('explain returns the decision decide makes, with the checks that ran', () =
   assert.match(host.check, /vendor_doc_host/);
   assert.match(host.detail, /evil\.tld/);
 });
+
+test('a Turn dates the calls it records this turn, so called_within rules can pass', () => {
+  const { Turn } = toolgate;
+  const policy = compile(
+    'module bank\nread verify_identity\nwrite modify_booking\n' +
+      'stage main { tools [verify_identity, modify_booking] }\n' +
+      'rule fresh_identity for modify_booking { require called_within(verify_identity, turns: 1) }\n',
+  );
+  // The executor's history from earlier turns keeps its ages: two turns old is too old.
+  const turn = new Turn(policy, {
+    stage: 'main',
+    called: [{ tool: 'verify_identity', ok: true, turns_ago: 2 }],
+  });
+  const call = { id: 'c1', tool: 'modify_booking', args: {} };
+  assert.equal(turn.decideOne(call).allow, false);
+  turn.record('verify_identity', true);
+  assert.equal(turn.decideOne({ ...call, id: 'c2' }).allow, true);
+  assert.deepEqual(turn.called.at(-1), { tool: 'verify_identity', ok: true, turns_ago: 0 });
+});

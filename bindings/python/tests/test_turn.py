@@ -54,4 +54,21 @@ def test_recorded_calls_become_facts_called_for_called_before_rules():
     assert not turn.judge_one("modify_booking", {})["allow"], "a failed call does not count"
     turn.record("verify_identity", ok=True)
     assert turn.judge_one("modify_booking", {})["allow"]
-    assert turn.called == [{"tool": "verify_identity", "ok": False}, {"tool": "verify_identity", "ok": True}]
+    assert turn.called == [
+        {"tool": "verify_identity", "ok": False, "turns_ago": 0},
+        {"tool": "verify_identity", "ok": True, "turns_ago": 0},
+    ]
+
+
+def test_recorded_calls_are_dated_this_turn_so_called_within_rules_can_pass():
+    policy = toolgate.compile(
+        "module bank\nread verify_identity\nwrite modify_booking\n"
+        "stage main { tools [verify_identity, modify_booking] }\n"
+        "rule fresh_identity for modify_booking { require called_within(verify_identity, turns: 1) }\n"
+    )
+    # The executor's history from earlier turns keeps its ages: two turns old is too old.
+    turn = Turn(policy, {"stage": "main", "called": [{"tool": "verify_identity", "ok": True, "turns_ago": 2}]})
+    assert not turn.judge_one("modify_booking", {})["allow"]
+    turn.record("verify_identity", ok=True)
+    assert turn.judge_one("modify_booking", {})["allow"], "a call recorded this turn is dated this turn"
+    assert turn.called[-1] == {"tool": "verify_identity", "ok": True, "turns_ago": 0}

@@ -9,8 +9,10 @@ session, the OpenAI SDK's ``on_llm_end``) it judges the batch once with
 judged alone, in order. A ``Turn`` carries, between calls of one user turn:
 
 - the latch state each decision returned (it only ever grows within the turn), and
-- the calls that ran and succeeded (``facts.called``, for ``called_before`` rules), as the
-  adapter records them after the tool ran.
+- the calls that ran and succeeded (``facts.called``, for ``called_before`` and
+  ``called_within`` rules), as the adapter records them after the tool ran; a recorded call
+  is dated this turn (``"turns_ago": 0``), and entries the executor passed in keep the ages
+  it gave them.
 
 What that guarantees:
 
@@ -184,11 +186,12 @@ class Turn:
         return self.judge([{"id": call_id, "tool": tool, "args": args}])[0]
 
     def record(self, tool: str, ok: bool = True) -> None:
-        """Records that ``tool`` ran (``ok``: it succeeded), for ``called_before`` rules."""
+        """Records that ``tool`` ran this turn (``ok``: it succeeded), for ``called_before``
+        and ``called_within`` rules."""
         with self._lock:
             if self._called is None:
                 self._called = []
-            self._called.append({"tool": tool, "ok": bool(ok)})
+            self._called.append({"tool": tool, "ok": bool(ok), "turns_ago": 0})
 
 
 class Gate:
