@@ -191,7 +191,9 @@ fn call_for(
             )
         }
     };
-    json!({"id": format!("c{id}"), "tool": tool, "args": args})
+    // Ids as a provider writes them (Anthropic's `toolu_` + 24 characters, 30 bytes; OpenAI's
+    // `call_` ids are 29), so echoing them costs what it costs in production.
+    json!({"id": format!("toolu_01A09q90qw90lq9178{id:06}"), "tool": tool, "args": args})
 }
 
 /// The 30-message conversation; in payout stages the client sent a photo recently.

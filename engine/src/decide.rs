@@ -20,6 +20,7 @@ use crate::response::{Decision, DenyKind, LatchState, Response};
 use crate::strict_url::Ambiguity;
 use crate::vault;
 use crate::view::{CallLike, FactsRef, LatchedRef, RequestView};
+use crate::CallLabel;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -84,6 +85,9 @@ enum Outcome {
 }
 
 impl Verdict {
+    /// A slot's value before `run` judges its call (every slot is overwritten).
+    const PENDING: Verdict = Verdict(Outcome::Unclassified);
+
     /// Whether the executor may dispatch the call.
     pub fn allowed(self) -> bool {
         matches!(self.0, Outcome::Allow { .. })
@@ -265,9 +269,11 @@ impl Policy {
     #[inline]
     pub(crate) fn decide_traced<T: Trace>(&self, request: &Request, trace: &mut T) -> Response {
         let facts = FactsRef::Owned(&request.facts);
-        let mut verdicts = Vec::with_capacity(request.calls.len());
-        let latched = self.run(facts, &request.calls, &mut verdicts, trace);
-        self.respond(facts, &request.calls, &verdicts, latched)
+        let mut stack = [Verdict::PENDING; ON_STACK];
+        let mut heap = Vec::new();
+        let verdicts = slots(&mut stack, &mut heap, request.calls.len());
+        let latched = self.run(facts, &request.calls, verdicts, trace);
+        self.respond(facts, &request.calls, verdicts, latched)
     }
 
     /// Judges every call of `request` into `out` (cleared first), one [`Verdict`] per call in
@@ -277,6 +283,8 @@ impl Policy {
     /// once it has grown to the largest batch.
     pub fn decide_into(&self, request: &Request, out: &mut Vec<Verdict>) -> LatchState {
         let facts = FactsRef::Owned(&request.facts);
+        out.clear();
+        out.resize(request.calls.len(), Verdict::PENDING);
         let latched = self.run(facts, &request.calls, out, &mut NoTrace);
         self.latch_state(latched, facts.latched())
     }
@@ -297,9 +305,11 @@ impl Policy {
         let facts = FactsRef::Borrowed(&view.facts);
         self.check_module(view.policy.as_deref())?;
         self.check_latch_names(facts.latched())?;
-        let mut verdicts = Vec::with_capacity(view.calls.len());
-        let latched = self.run(facts, &view.calls, &mut verdicts, &mut NoTrace);
-        Ok(self.respond(facts, &view.calls, &verdicts, latched))
+        let mut stack = [Verdict::PENDING; ON_STACK];
+        let mut heap = Vec::new();
+        let verdicts = slots(&mut stack, &mut heap, view.calls.len());
+        let latched = self.run(facts, &view.calls, verdicts, &mut NoTrace);
+        Ok(self.respond(facts, &view.calls, verdicts, latched))
     }
 
     /// Reads `json` with the one-pass reader and checks it against this policy (the module
@@ -325,9 +335,11 @@ impl Policy {
     pub fn decide_read(&self, request: &ReadRequest<'_>) -> Response {
         let view = &request.view;
         let facts = FactsRef::Borrowed(&view.facts);
-        let mut verdicts = Vec::with_capacity(view.calls.len());
-        let latched = self.run(facts, &view.calls, &mut verdicts, &mut NoTrace);
-        self.respond(facts, &view.calls, &verdicts, latched)
+        let mut stack = [Verdict::PENDING; ON_STACK];
+        let mut heap = Vec::new();
+        let verdicts = slots(&mut stack, &mut heap, view.calls.len());
+        let latched = self.run(facts, &view.calls, verdicts, &mut NoTrace);
+        self.respond(facts, &view.calls, verdicts, latched)
     }
 
     /// Why a verdict denies, or `None` for an allow.
@@ -390,15 +402,14 @@ impl Policy {
         &self,
         facts: FactsRef<'_>,
         calls: &[C],
-        out: &mut Vec<Verdict>,
+        out: &mut [Verdict],
         trace: &mut T,
     ) -> u64 {
         // Pre-scan: the latch reflects the whole batch's intent, not its array order. A setter
         // counts whether or not its own call is allowed.
         let mut latched = self.initial_latches(facts.latched());
-        out.clear();
-        out.extend(calls.iter().map(|call| {
-            Verdict(match self.tool_id(call.tool()) {
+        for (slot, call) in out.iter_mut().zip(calls) {
+            *slot = Verdict(match self.tool_id(call.tool()) {
                 Some(tool) => {
                     latched |= self.tools[tool.index()].sets;
                     Outcome::Allow {
@@ -407,8 +418,8 @@ impl Policy {
                     }
                 }
                 None => Outcome::Unclassified,
-            })
-        }));
+            });
+        }
 
         let batch = Batch {
             stage: self.active_stage(facts.stage()),
@@ -460,41 +471,42 @@ impl Policy {
         latched: u64,
     ) -> Response {
         let stage = facts.stage();
-        let decisions = calls
-            .iter()
-            .zip(verdicts)
-            .map(|(call, v)| {
-                let v = &self.pinpoint(*v, call, facts);
-                let mut d = Decision {
-                    id: call.id().to_owned(),
-                    tool: call.tool().to_owned(),
-                    allow: v.allowed(),
-                    kind: self.deny_kind(*v),
-                    rule: match v.0 {
-                        Outcome::UnknownStage => Some(Arc::from(stage.unwrap_or_default())),
-                        _ => self.denied_by_arc(*v).cloned(),
-                    },
-                    reason: self.refusal(*v).cloned(),
-                    fail_open: v.fail_open(),
-                    detokenise: Vec::new(),
-                    opaque_tokens: Vec::new(),
-                    sanitise_output: false,
-                };
-                if let Outcome::Allow { tool: id, .. } = v.0 {
+        let mut decisions = Vec::with_capacity(calls.len());
+        for (call, v) in calls.iter().zip(verdicts) {
+            let v = self.pinpoint(*v, call, facts);
+            let (mut detokenise, mut opaque_tokens) = (Vec::new(), Vec::new());
+            let sanitise_output = match v.0 {
+                Outcome::Allow { tool: id, .. } => {
                     let tool = &self.tools[id.index()];
-                    d.sanitise_output = tool.sanitise_output;
                     if self.vault_aware {
                         vault::sort_tokens(
                             call.args(),
                             &tool.detokenise,
-                            &mut d.detokenise,
-                            &mut d.opaque_tokens,
+                            &mut detokenise,
+                            &mut opaque_tokens,
                         );
                     }
+                    tool.sanitise_output
                 }
-                d
-            })
-            .collect();
+                _ => false,
+            };
+            // Built in its slot, with every field known first: the decision is not moved.
+            decisions.push(Decision {
+                id: CallLabel::from(call.id()),
+                tool: CallLabel::from(call.tool()),
+                allow: v.allowed(),
+                kind: self.deny_kind(v),
+                rule: match v.0 {
+                    Outcome::UnknownStage => Some(Arc::from(stage.unwrap_or_default())),
+                    _ => self.denied_by_arc(v).cloned(),
+                },
+                reason: self.refusal(v).cloned(),
+                fail_open: v.fail_open(),
+                detokenise,
+                opaque_tokens,
+                sanitise_output,
+            });
+        }
         Response {
             policy: self.module.clone(),
             revision: self.revision.clone(),
@@ -650,6 +662,24 @@ fn failed_part(id: RuleId, rule: &RuleInfo, env: &Env<'_>) -> Outcome {
         .position(|p| !matches!(p.cond.eval(env), Truth::True))
         .and_then(|k| u16::try_from(k).ok())
         .map_or(Outcome::Rule(id), |k| Outcome::Part(id, k))
+}
+
+/// Batches of up to this many calls keep their verdicts on the stack on the paths that build
+/// a response, so the verdicts cost no allocation beside the response's own.
+const ON_STACK: usize = 16;
+
+/// `n` verdict slots: the front of `stack` when they fit, else `heap` grown to `n`.
+fn slots<'a>(
+    stack: &'a mut [Verdict; ON_STACK],
+    heap: &'a mut Vec<Verdict>,
+    n: usize,
+) -> &'a mut [Verdict] {
+    if n <= ON_STACK {
+        &mut stack[..n]
+    } else {
+        heap.resize(n, Verdict::PENDING);
+        heap
+    }
 }
 
 fn all_bits(n: usize) -> u64 {

@@ -23,6 +23,7 @@
 //! The engine never does I/O, never reads a clock, and never panics on any request.
 
 pub mod builtins;
+mod call_label;
 mod compile;
 mod cond;
 mod decide;
@@ -55,6 +56,7 @@ mod view;
 mod words;
 
 pub use builtins::{clamp_window, DEFAULT_WINDOW, MAX_WINDOW};
+pub use call_label::CallLabel;
 pub use decide::{ReadRequest, Verdict};
 pub use error::{CompileError, RequestError};
 pub use explain::{CallExplanation, Step};

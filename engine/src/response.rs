@@ -1,5 +1,6 @@
 //! The typed response: one decision per call, in request order.
 
+use crate::CallLabel;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -64,9 +65,9 @@ impl DenyKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
     /// The call's id, echoed.
-    pub id: String,
+    pub id: CallLabel,
     /// The call's tool, echoed.
-    pub tool: String,
+    pub tool: CallLabel,
     /// Whether the executor may dispatch the call.
     pub allow: bool,
     /// Why it was denied; absent when allowed.

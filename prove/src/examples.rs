@@ -441,7 +441,7 @@ impl Coverage {
             }
             for d in &resp.decisions {
                 if policy.class_of(&d.tool).is_some() {
-                    cov.tools_hit.insert(d.tool.clone());
+                    cov.tools_hit.insert(d.tool.to_string());
                 }
                 let rule_denied = !d.allow
                     && !matches!(
@@ -455,7 +455,7 @@ impl Coverage {
                 }
                 if d.allow {
                     for (name, tools) in &rule_tools {
-                        if tools.contains(&d.tool) {
+                        if tools.contains(d.tool.as_str()) {
                             cov.rules_hit.insert(name.clone());
                         }
                     }

@@ -22,7 +22,7 @@ fn engine(policy: &Policy, request: &Value) -> RefResponse {
             .decisions
             .into_iter()
             .map(|d| RefDecision {
-                id: d.id,
+                id: d.id.into(),
                 allow: d.allow,
                 kind: d.kind.map(|k| k.as_str().to_string()),
                 rule: d.rule.map(|r| r.to_string()),

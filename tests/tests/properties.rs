@@ -772,13 +772,13 @@ proptest! {
             prop_assert_eq!(r.latched.clone(), LatchState::Flag(!set.is_empty()));
         }
         for d in &r.decisions {
-            let blocked = set.iter().any(|m| m.blocked.contains(&d.tool));
+            let blocked = set.iter().any(|m| m.blocked.iter().any(|t| *t == d.tool));
             if blocked {
                 prop_assert!(!d.allow, "{}: {:?} allowed under {:?}", policy.module(), d, set);
                 if policy.stage_allows(stage, &d.tool) {
                     prop_assert_eq!(d.kind, Some(DenyKind::Latch), "{:?}", d);
                     let by = d.rule.as_deref().unwrap_or_default();
-                    prop_assert!(set.iter().any(|m| m.name == by && m.blocked.contains(&d.tool)), "{:?}", d);
+                    prop_assert!(set.iter().any(|m| m.name == by && m.blocked.iter().any(|t| *t == d.tool)), "{:?}", d);
                 }
             } else {
                 prop_assert_ne!(d.kind, Some(DenyKind::Latch), "{}: {:?}", policy.module(), d);
