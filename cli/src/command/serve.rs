@@ -1,7 +1,7 @@
 //! `toolgate serve DIR`: run the decision server over a policy directory.
 
 use crate::server::decision_log::LogMode;
-use crate::server::{self, Config, HttpLimits, Limits, RedisConfig};
+use crate::server::{self, Config, HttpLimits, Limits, RedisConfig, StoreTls};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -116,7 +116,8 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     default_policy: Option<String>,
     /// Keep turn state in a Redis or Valkey store shared by several replicas,
-    /// `redis://[:PASSWORD@]HOST:PORT[/DB]`; in this process when not given. See docs/deploy.md.
+    /// `redis://[:PASSWORD@]HOST:PORT[/DB]`, or `rediss://` for TLS (the server's certificate
+    /// is always verified); in this process when not given. See docs/deploy.md.
     #[arg(
         long,
         value_name = "URL",
@@ -131,6 +132,17 @@ pub struct Args {
     /// Prefix of every key written to the --state store, so several fleets can share it.
     #[arg(long, default_value = "toolgate", value_parser = key_prefix)]
     state_prefix: String,
+    /// PEM file of the CA certificates a `rediss://` store's certificate must chain to,
+    /// instead of the system's trust store (for a private CA).
+    #[arg(long, value_name = "FILE")]
+    state_ca: Option<std::path::PathBuf>,
+    /// PEM client certificate for a `rediss://` store that requires one (mutual TLS); needs
+    /// --state-key.
+    #[arg(long, value_name = "FILE", requires = "state_key")]
+    state_cert: Option<std::path::PathBuf>,
+    /// PEM private key of --state-cert.
+    #[arg(long, value_name = "FILE", requires = "state_cert")]
+    state_key: Option<std::path::PathBuf>,
 }
 
 /// A key prefix: letters, digits, `_`, `-`, `.`, `:`; no `{` or `}`, which would change the
@@ -215,6 +227,10 @@ pub fn config(args: &Args) -> Config {
             url: url.clone(),
             timeout: Duration::from_millis(args.state_timeout_ms),
             prefix: args.state_prefix.clone(),
+            tls: StoreTls {
+                ca: args.state_ca.clone(),
+                client: args.state_cert.clone().zip(args.state_key.clone()),
+            },
         }),
         widening: args.reload,
     }

@@ -26,7 +26,7 @@ mod turn_state;
 
 pub use conn::HttpLimits;
 pub use limits::Limits;
-pub use turn_state::redis_store::RedisConfig;
+pub use turn_state::redis_store::{RedisConfig, StoreTls};
 
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;

@@ -16,6 +16,30 @@ pub struct Redis {
     pub port: u16,
     dir: PathBuf,
     persist: bool,
+    tls: Option<Tls>,
+}
+
+/// A TLS listener beside the plain one, with certificates made for it by `openssl`.
+pub struct Tls {
+    /// The TLS port.
+    pub port: u16,
+    /// Whether the store requires a client certificate.
+    pub require_client_cert: bool,
+}
+
+/// Where `Redis::start_tls` wrote its certificates.
+pub struct TlsFiles {
+    /// The private CA that signed the server's and the client's certificates.
+    pub ca: PathBuf,
+    /// A client certificate signed by the CA, and its key.
+    pub client_cert: PathBuf,
+    /// The client certificate's key.
+    pub client_key: PathBuf,
+    /// A second CA, which signed nothing the store holds.
+    pub other_ca: PathBuf,
+    /// An X.509 v1 client certificate (no extensions), signed by the CA; its key is
+    /// `v1-client.key` beside it.
+    pub v1_client_cert: PathBuf,
 }
 
 /// `redis-server` on the PATH, or `None` (a failure under CI).
@@ -56,9 +80,30 @@ impl Redis {
             port: free_port(),
             dir,
             persist,
+            tls: None,
         };
         r.restart();
         r
+    }
+
+    /// Starts a store that also listens with TLS (a certificate for 127.0.0.1 signed by a
+    /// private CA); `require_client_cert` makes it refuse clients without one. The plain
+    /// port stays open for the test's own `command`s.
+    pub fn start_tls(tag: &str, require_client_cert: bool) -> (Redis, TlsFiles) {
+        let mut r = Redis::start(tag, false);
+        let files = make_certificates(&r.dir);
+        r.tls = Some(Tls {
+            port: free_port(),
+            require_client_cert,
+        });
+        r.restart();
+        (r, files)
+    }
+
+    /// `rediss://127.0.0.1:TLS_PORT`.
+    pub fn tls_url(&self) -> String {
+        let tls = self.tls.as_ref().expect("started with start_tls");
+        format!("rediss://127.0.0.1:{}", tls.port)
     }
 
     /// `redis://127.0.0.1:PORT`.
@@ -87,6 +132,19 @@ impl Redis {
         } else {
             cmd.args(["--appendonly", "no"]);
         }
+        if let Some(tls) = &self.tls {
+            cmd.args(["--tls-port", &tls.port.to_string()])
+                .arg("--tls-cert-file")
+                .arg(self.dir.join("server.pem"))
+                .arg("--tls-key-file")
+                .arg(self.dir.join("server.key"))
+                .arg("--tls-ca-cert-file")
+                .arg(self.dir.join("ca.pem"))
+                .args([
+                    "--tls-auth-clients",
+                    if tls.require_client_cert { "yes" } else { "no" },
+                ]);
+        }
         self.child = Some(
             cmd.stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -113,6 +171,99 @@ impl Redis {
         let mut line = String::new();
         BufReader::new(&mut s).read_line(&mut line).ok()?;
         Some(line.trim_end().to_string())
+    }
+}
+
+/// Runs `openssl` with `args` in `dir`; panics with its output on failure.
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl (.ci/run installs it)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, both signed by it, and
+/// an unrelated second CA.
+fn make_certificates(dir: &std::path::Path) -> TlsFiles {
+    for ca in ["ca", "other-ca"] {
+        openssl(
+            dir,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                &format!("/CN=toolgate test {ca}"),
+                "-keyout",
+                &format!("{ca}.key"),
+                "-out",
+                &format!("{ca}.pem"),
+            ],
+        );
+    }
+    std::fs::write(dir.join("server.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    // `v1-client` has no extensions, so openssl makes an X.509 v1 certificate.
+    for (name, ext) in [
+        ("server", Some("server.ext")),
+        ("client", Some("client.ext")),
+        ("v1-client", None),
+    ] {
+        openssl(
+            dir,
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                &format!("/CN={name}"),
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.csr"),
+            ],
+        );
+        let mut sign = vec![
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            &format!("{name}.pem"),
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
+        if let Some(ext) = ext {
+            sign.extend(["-extfile".to_string(), ext.to_string()]);
+        }
+        let sign: Vec<&str> = sign.iter().map(String::as_str).collect();
+        openssl(dir, &sign);
+    }
+    TlsFiles {
+        ca: dir.join("ca.pem"),
+        client_cert: dir.join("client.pem"),
+        client_key: dir.join("client.key"),
+        other_ca: dir.join("other-ca.pem"),
+        v1_client_cert: dir.join("v1-client.pem"),
     }
 }
 

@@ -1,6 +1,12 @@
 //! Turn state in Redis or Valkey (`serve --state redis://HOST:PORT[/DB]`), shared by every
 //! replica that names the same store.
 //!
+//! `rediss://` (or `valkeys://`) reaches the store over TLS (rustls, through the client's own
+//! `tokio-rustls-comp` support). The store's certificate is always verified, against the
+//! system's trust store or the CAs of `--state-ca`; there is no option to skip it. A store
+//! that requires client certificates gets `--state-cert` and `--state-key`. A handshake that
+//! fails is an unreachable store: the batch is judged fail-closed.
+//!
 //! One batch is one round trip: a server-side Lua script (`EVALSHA`, loaded again on
 //! `NOSCRIPT`) reads the turn's state and unions in the latches the batch sets by itself,
 //! atomically, so concurrent batches of one turn through different replicas are serialised
@@ -15,7 +21,11 @@
 use super::latches;
 use super::stats::{Failure, Stats};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, RedisError, Script};
+use redis::{Client, ClientTlsConfig, RedisError, Script, TlsCertificates};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::sign::CertifiedKey;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use toolgate_engine::{Carried, LatchState, Origin, Policy, SessionLimits, MAX_LATCHED_TURNS};
@@ -36,12 +46,80 @@ pub enum Reply {
 /// Where the store is, and how long a round trip may take.
 #[derive(Debug, Clone)]
 pub struct RedisConfig {
-    /// `redis://[:PASSWORD@]HOST:PORT[/DB]` (or `unix://PATH`); TLS is not built in.
+    /// `redis://[:PASSWORD@]HOST:PORT[/DB]`, `rediss://` for TLS, or `unix://PATH`.
     pub url: String,
     /// Longest a round trip may take before the batch is judged fail-closed.
     pub timeout: Duration,
     /// Prefix of every key toolgate writes, so several fleets can share one store.
     pub prefix: String,
+    /// TLS material for a `rediss://` store (files, read when the store is opened).
+    pub tls: StoreTls,
+}
+
+/// Files for TLS to the store: `--state-ca`, and `--state-cert` with `--state-key`.
+#[derive(Debug, Clone, Default)]
+pub struct StoreTls {
+    /// PEM CA certificates that replace the system's trust store.
+    pub ca: Option<PathBuf>,
+    /// PEM client certificate and its private key, for a store that requires one.
+    pub client: Option<(PathBuf, PathBuf)>,
+}
+
+impl StoreTls {
+    fn is_empty(&self) -> bool {
+        self.ca.is_none() && self.client.is_none()
+    }
+
+    /// The client for `url` with this material; a TLS URL without material uses the
+    /// system's trust store.
+    fn client(&self, url: &str) -> Result<Client, String> {
+        let tls = url.starts_with("rediss:") || url.starts_with("valkeys:");
+        if !tls {
+            if !self.is_empty() {
+                return Err(
+                    "--state-ca, --state-cert and --state-key are for a TLS store: use a rediss:// URL"
+                        .into(),
+                );
+            }
+            return Client::open(url).map_err(|e| e.to_string());
+        }
+        let read = |flag: &str, path: &Path| {
+            std::fs::read(path).map_err(|e| format!("{flag} `{}`: {e}", path.display()))
+        };
+        let root_cert = self
+            .ca
+            .as_deref()
+            .map(|p| read("--state-ca", p))
+            .transpose()?;
+        if let Some(ca) = &root_cert {
+            let found = CertificateDer::pem_slice_iter(ca)
+                .filter(Result::is_ok)
+                .count();
+            if found == 0 {
+                return Err("--state-ca: the file holds no PEM certificate".into());
+            }
+        }
+        let client_tls = match &self.client {
+            Some((cert, key)) => {
+                let client_cert = read("--state-cert", cert)?;
+                let client_key = read("--state-key", key)?;
+                check_identity(&client_cert, &client_key)?;
+                Some(ClientTlsConfig {
+                    client_cert,
+                    client_key,
+                })
+            }
+            None => None,
+        };
+        Client::build_with_tls(
+            url,
+            TlsCertificates {
+                client_tls,
+                root_cert,
+            },
+        )
+        .map_err(|e| e.to_string())
+    }
 }
 
 /// A Redis or Valkey store of turn state.
@@ -93,14 +171,32 @@ fn origin(s: &str) -> Option<Origin> {
     }
 }
 
+/// Checks at start-up what the TLS library would otherwise refuse only at the first
+/// connection, where it would look like a store that is down: the client certificate must
+/// parse (an X.509 v3 certificate) and match its key.
+fn check_identity(cert_pem: &[u8], key_pem: &[u8]) -> Result<(), String> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("--state-cert: not a PEM certificate: {e}"))?;
+    if chain.is_empty() {
+        return Err("--state-cert: the file holds no PEM certificate".into());
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem)
+        .map_err(|e| format!("--state-key: not a PEM private key: {e}"))?;
+    crate::http_client::install_crypto();
+    let provider = rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .ok_or("no TLS crypto provider is installed")?;
+    CertifiedKey::from_der(chain, key, &provider)
+        .map(|_| ())
+        .map_err(|e| format!("--state-cert and --state-key cannot be used: {e} (a client certificate must be X.509 v3 and match its key)"))
+}
+
 impl RedisStore {
     /// A store at `config.url`. Connects lazily: a store that is down at start-up makes the
     /// server judge fail-closed until it is up, rather than refuse to start.
     pub fn open(config: &RedisConfig, limits: SessionLimits, boot: u64) -> Result<Self, String> {
-        if config.url.starts_with("rediss:") || config.url.starts_with("valkeys:") {
-            return Err("TLS to the store is not built in; reach it over a private network or a local TLS tunnel (docs/deploy.md)".into());
-        }
-        let client = Client::open(config.url.as_str()).map_err(|e| e.to_string())?;
+        let client = config.tls.client(&config.url)?;
         let manager = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.timeout))
             .set_response_timeout(Some(config.timeout))
