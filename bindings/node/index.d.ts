@@ -162,12 +162,14 @@ export declare class Turn {
   called: { tool: string; ok: boolean; turns_ago?: number }[];
   /** Decisions made so far, by call id. */
   readonly decisions: Map<string, Decision>;
-  /** The facts a request of this turn carries now. */
+  /** The facts a request of this turn carries now (this turn's calls dated `turns_ago: 0`). */
   currentFacts(): Facts;
   /** Judges the calls together, carrying the latch state forward. */
   decide(calls: Call[]): Decision[];
   /** Judges one call with the turn's state so far. */
   decideOne(call: Call): Decision;
-  /** Records a dispatched call's outcome, dated this turn (`turns_ago: 0`). */
+  /** Records a dispatched call's outcome; this turn's requests date it `turns_ago: 0`. */
   record(tool: string, ok: boolean): void;
+  /** `facts.called` for the next user turn: every entry one turn older. */
+  history(): { tool: string; ok: boolean; turns_ago?: number }[];
 }

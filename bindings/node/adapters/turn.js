@@ -25,13 +25,32 @@ class Turn {
     this.facts = baseFacts(facts);
     this.latched = false;
     this.called = Array.isArray(facts && facts.called) ? [...facts.called] : [];
+    // The first `carried` entries came with the facts; the rest are recorded this turn.
+    this.carried = this.called.length;
     // Decisions already made for call ids (by a batch judgment), consulted per call.
     this.decisions = new Map();
   }
 
-  /** The facts a request of this turn carries now. */
+  /**
+   * The facts a request of this turn carries now. Calls recorded this turn are dated this
+   * turn (`turns_ago: 0`) here only: `this.called` keeps them undated, so a list copied into
+   * a later turn can never make an old call look recent (`called_within` denies on an
+   * undated call). Carry history forward with `history()`.
+   */
   currentFacts() {
-    return { ...this.facts, latched: this.latched, called: this.called };
+    const called = this.called.map((e, i) => (i >= this.carried ? { ...e, turns_ago: 0 } : e));
+    return { ...this.facts, latched: this.latched, called };
+  }
+
+  /**
+   * `facts.called` for the next user turn: every entry one turn older (this turn's calls get
+   * `turns_ago: 1`; an undated entry passed in stays undated, its age unknown).
+   */
+  history() {
+    return this.called.map((e, i) => {
+      if (i >= this.carried) return { ...e, turns_ago: 1 };
+      return Number.isInteger(e.turns_ago) ? { ...e, turns_ago: e.turns_ago + 1 } : { ...e };
+    });
   }
 
   /**
@@ -57,11 +76,10 @@ class Turn {
 
   /**
    * Records that a dispatched call finished this turn: `ok` false when the tool failed. The
-   * entry is dated this turn (`turns_ago: 0`), so `called_within` rules can see it; entries
-   * passed in with the facts keep the ages the executor gave them.
+   * turn's requests date it this turn, so `called_within` rules can see it.
    */
   record(tool, ok) {
-    this.called.push({ tool, ok: Boolean(ok), turns_ago: 0 });
+    this.called.push({ tool, ok: Boolean(ok) });
   }
 }
 

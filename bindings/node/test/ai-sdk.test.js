@@ -70,7 +70,7 @@ test('an allowed call runs and its result reaches the model', async () => {
   assert.deepEqual(ran, ['lookup_lesson']);
   assert.equal(shown['lookup_lesson-0'].type, 'text');
   assert.match(shown['lookup_lesson-0'].value, /lookup_lesson ok/);
-  assert.deepEqual(turn.called, [{ tool: 'lookup_lesson', ok: true, turns_ago: 0 }]);
+  assert.deepEqual(turn.called, [{ tool: 'lookup_lesson', ok: true }]);
   assert.equal(result.text, 'ok');
 });
 
@@ -129,7 +129,7 @@ test('a streaming tool (an async iterable execute) is judged and passed through 
   const base = scriptedModel([[['lookup_lesson', { id: 'l1' }]], 'ok']);
   const result = await generateText({ model: base, tools, prompt: 'p', stopWhen: stepCountIs(3) });
   assert.equal(shownToModel(base)['lookup_lesson-0'].value, 'lesson text'); // the last yield is the result
-  assert.deepEqual(turn.called, [{ tool: 'lookup_lesson', ok: true, turns_ago: 0 }]);
+  assert.deepEqual(turn.called, [{ tool: 'lookup_lesson', ok: true }]);
   assert.equal(result.text, 'ok');
 });
 
@@ -139,7 +139,7 @@ test('a tool that fails is recorded as not ok (called_before needs success)', as
     lookup_lesson: tool({ inputSchema: z.object({}).passthrough(), execute: async () => { throw new Error('down'); } }),
   });
   await generateText({ model: scriptedModel([[['lookup_lesson', {}]], 'ok']), tools, prompt: 'p', stopWhen: stepCountIs(3) });
-  assert.deepEqual(turn.called, [{ tool: 'lookup_lesson', ok: false, turns_ago: 0 }]);
+  assert.deepEqual(turn.called, [{ tool: 'lookup_lesson', ok: false }]);
 });
 
 test('a new Turn (a new user message) resets the latch', async () => {

@@ -202,5 +202,15 @@ test('a Turn dates the calls it records this turn, so called_within rules can pa
   assert.equal(turn.decideOne(call).allow, false);
   turn.record('verify_identity', true);
   assert.equal(turn.decideOne({ ...call, id: 'c2' }).allow, true);
-  assert.deepEqual(turn.called.at(-1), { tool: 'verify_identity', ok: true, turns_ago: 0 });
+
+  // Carried into the next turn, the call is a turn old: history() ages every entry.
+  const history = turn.history();
+  assert.deepEqual(history, [
+    { tool: 'verify_identity', ok: true, turns_ago: 3 },
+    { tool: 'verify_identity', ok: true, turns_ago: 1 },
+  ]);
+  assert.equal(new Turn(policy, { stage: 'main', called: history }).decideOne(call).allow, false);
+  // `called` copied as it is carries the calls undated, never as this turn's: denied.
+  assert.deepEqual(turn.called.at(-1), { tool: 'verify_identity', ok: true });
+  assert.equal(new Turn(policy, { stage: 'main', called: turn.called }).decideOne(call).allow, false);
 });

@@ -61,7 +61,7 @@ def test_an_allowed_call_runs(agent_policy):
     ran, model, gate = run(agent_policy, [[fn_call("c1", "lookup_order", {"order": "o-1"})], [say("shipped")]])
     assert ran.tools() == ["lookup_order"]
     assert outputs(model.seen[1])["c1"] == "shipped"
-    assert gate.turn().called == [{"tool": "lookup_order", "ok": True, "turns_ago": 0}]
+    assert gate.turn().called == [{"tool": "lookup_order", "ok": True}]
 
 
 def test_a_denial_reaches_the_model_instead_of_the_result(agent_policy):

@@ -54,10 +54,7 @@ def test_recorded_calls_become_facts_called_for_called_before_rules():
     assert not turn.judge_one("modify_booking", {})["allow"], "a failed call does not count"
     turn.record("verify_identity", ok=True)
     assert turn.judge_one("modify_booking", {})["allow"]
-    assert turn.called == [
-        {"tool": "verify_identity", "ok": False, "turns_ago": 0},
-        {"tool": "verify_identity", "ok": True, "turns_ago": 0},
-    ]
+    assert turn.called == [{"tool": "verify_identity", "ok": False}, {"tool": "verify_identity", "ok": True}]
 
 
 def test_recorded_calls_are_dated_this_turn_so_called_within_rules_can_pass():
@@ -71,4 +68,14 @@ def test_recorded_calls_are_dated_this_turn_so_called_within_rules_can_pass():
     assert not turn.judge_one("modify_booking", {})["allow"]
     turn.record("verify_identity", ok=True)
     assert turn.judge_one("modify_booking", {})["allow"], "a call recorded this turn is dated this turn"
-    assert turn.called[-1] == {"tool": "verify_identity", "ok": True, "turns_ago": 0}
+
+    # Carried into the next turn, the call is a turn old: `history()` ages every entry.
+    history = turn.history()
+    assert history == [
+        {"tool": "verify_identity", "ok": True, "turns_ago": 3},
+        {"tool": "verify_identity", "ok": True, "turns_ago": 1},
+    ]
+    assert not Turn(policy, {"stage": "main", "called": history}).judge_one("modify_booking", {})["allow"]
+    # `called` copied as it is carries the calls undated, never as this turn's: denied.
+    assert turn.called[-1] == {"tool": "verify_identity", "ok": True}
+    assert not Turn(policy, {"stage": "main", "called": turn.called}).judge_one("modify_booking", {})["allow"]

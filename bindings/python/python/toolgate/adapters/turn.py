@@ -10,9 +10,11 @@ judged alone, in order. A ``Turn`` carries, between calls of one user turn:
 
 - the latch state each decision returned (it only ever grows within the turn), and
 - the calls that ran and succeeded (``facts.called``, for ``called_before`` and
-  ``called_within`` rules), as the adapter records them after the tool ran; a recorded call
-  is dated this turn (``"turns_ago": 0``), and entries the executor passed in keep the ages
-  it gave them.
+  ``called_within`` rules), as the adapter records them after the tool ran. The requests the
+  ``Turn`` builds date them this turn (``"turns_ago": 0``); entries the executor passed in
+  keep the ages it gave them. ``Turn.called`` lists them undated, so a list copied into a
+  later turn can never make an old call look recent (``called_within`` denies on an undated
+  call); ``Turn.history()`` gives the list aged for the next turn.
 
 What that guarantees:
 
@@ -70,6 +72,16 @@ def _not_an_object(raw: str) -> Optional[str]:
     return None if isinstance(parsed, dict) else "its arguments are not an object"
 
 
+def _aged(entry: Mapping[str, Any], turns_ago: int) -> Dict[str, Any]:
+    return dict(entry, turns_ago=turns_ago)
+
+
+def _older(entry: Mapping[str, Any]) -> Dict[str, Any]:
+    """``entry`` one turn older; an undated entry stays undated (its age is unknown)."""
+    age = entry.get("turns_ago")
+    return dict(entry) if not isinstance(age, int) or isinstance(age, bool) else _aged(entry, age + 1)
+
+
 class Turn:
     """One user turn: the facts, the latch state so far, and the calls that succeeded.
 
@@ -87,6 +99,8 @@ class Turn:
         # "nothing was called", not be dropped into "unknown".
         called = facts.pop("called", None)
         self._called: Optional[List[Dict[str, Any]]] = None if called is None else list(called)
+        # The first `_carried` entries came with the facts; the rest were recorded this turn.
+        self._carried = 0 if called is None else len(self._called or [])
         self._facts = facts
         self._next_id = 0
         self._lock = threading.Lock()
@@ -101,9 +115,22 @@ class Turn:
 
     @property
     def called(self) -> List[Dict[str, Any]]:
-        """The calls recorded so far, as ``facts.called`` entries."""
+        """The calls passed in and recorded so far, as ``facts.called`` entries; those
+        recorded this turn are undated here (see ``history`` to carry them forward)."""
         with self._lock:
             return list(self._called or [])
+
+    def history(self) -> List[Dict[str, Any]]:
+        """``facts.called`` for the *next* user turn: every entry one turn older (this
+        turn's calls get ``"turns_ago": 1``; an undated entry passed in stays undated)."""
+        with self._lock:
+            return [_aged(e, 1) if i >= self._carried else _older(e) for i, e in enumerate(self._called or [])]
+
+    def _called_fact(self) -> Optional[List[Dict[str, Any]]]:
+        """``facts.called`` for a request of this turn: recorded calls dated this turn."""
+        if self._called is None:
+            return None
+        return [_aged(e, 0) if i >= self._carried else e for i, e in enumerate(self._called)]
 
     def judge(self, calls: Iterable[Mapping[str, Any]]) -> List[Dict[str, Any]]:
         """Judges a batch of ``{"id", "tool", "args"}`` calls together; one decision each."""
@@ -163,8 +190,9 @@ class Turn:
     def _decide(self, build: Callable[[Dict[str, Any]], Any], who: List[Any]) -> List[Dict[str, Any]]:
         with self._lock:
             facts = dict(self._facts, latched=self._latched)
-            if self._called is not None:
-                facts["called"] = list(self._called)
+            called = self._called_fact()
+            if called is not None:
+                facts["called"] = called
             try:
                 response = _policy(self._source).decide(build(facts))
             except Exception as e:  # noqa: BLE001 - any failure denies, with its reason
@@ -191,7 +219,7 @@ class Turn:
         with self._lock:
             if self._called is None:
                 self._called = []
-            self._called.append({"tool": tool, "ok": bool(ok), "turns_ago": 0})
+            self._called.append({"tool": tool, "ok": bool(ok)})
 
 
 class Gate:
