@@ -166,6 +166,11 @@ fn tls_flags_that_cannot_apply_stop_the_server_with_a_clear_error() {
             ],
             "no PEM certificate",
         ),
+        // The client library's own switch to skip verification.
+        (
+            vec!["--state", "rediss://127.0.0.1:1/#insecure"],
+            "always verified",
+        ),
     ];
     for (args, says) in cases {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))

@@ -83,6 +83,14 @@ impl StoreTls {
             }
             return Client::open(url).map_err(|e| e.to_string());
         }
+        if url.contains('#') {
+            // The client reads `#insecure` as "skip verification"; it is refused here, at
+            // start-up, rather than as a store that is down at the first connection.
+            return Err(
+                "a rediss:// URL takes no #fragment: the store's certificate is always verified (use --state-ca for a private CA)"
+                    .into(),
+            );
+        }
         let read = |flag: &str, path: &Path| {
             std::fs::read(path).map_err(|e| format!("{flag} `{}`: {e}", path.display()))
         };
