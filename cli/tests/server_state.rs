@@ -356,14 +356,9 @@ fn a_bad_state_url_stops_the_server_with_a_clear_error() {
         ("http://nowhere", "did not parse"),
         ("redis://:hunter2@127.0.0.1:6379/x", "database"),
     ] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-            .arg("serve")
-            .arg(&dir)
-            .args(["--addr", "127.0.0.1:0", "--state", url])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{url}");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let dir = dir.to_str().unwrap();
+        let (code, err) = serve_refused(&[dir, "--addr", "127.0.0.1:0", "--state", url]);
+        assert_eq!(code, Some(2), "{url}: {err}");
         assert!(
             err.contains("--state") && err.contains(says),
             "{url}: {err}"

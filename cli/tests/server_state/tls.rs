@@ -108,16 +108,18 @@ fn a_store_that_requires_a_client_certificate_is_reached_only_with_one() {
     let dir = temp_dir("state-tls-v1");
     std::fs::write(dir.join("gate.gate"), POLICY).unwrap();
     let key = files.v1_client_cert.with_extension("key");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .arg("serve")
-        .arg(&dir)
-        .args(["--addr", "127.0.0.1:0", "--state", &url])
-        .args(["--state-cert", path(&files.v1_client_cert)])
-        .args(["--state-key", path(&key)])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let (code, err) = serve_refused(&[
+        path(&dir),
+        "--addr",
+        "127.0.0.1:0",
+        "--state",
+        &url,
+        "--state-cert",
+        path(&files.v1_client_cert),
+        "--state-key",
+        path(&key),
+    ]);
+    assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("X.509 v3"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -173,15 +175,10 @@ fn tls_flags_that_cannot_apply_stop_the_server_with_a_clear_error() {
         ),
     ];
     for (args, says) in cases {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-            .arg("serve")
-            .arg(&dir)
-            .args(["--addr", "127.0.0.1:0"])
-            .args(&args)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let mut all = vec![path(&dir), "--addr", "127.0.0.1:0"];
+        all.extend_from_slice(&args);
+        let (code, err) = serve_refused(&all);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
     let _ = std::fs::remove_dir_all(&dir);
