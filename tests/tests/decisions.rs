@@ -496,3 +496,46 @@ fn the_whitelist_is_checked_before_max_turns() {
     assert_ne!(whitelist, turns);
     assert_eq!(reason("note", 2), whitelist);
 }
+
+/// Ids and tool names of every length are echoed exactly, by every decision path and in
+/// the JSON response: short ones are stored inline, long ones on the heap (`CallLabel`), and
+/// a batch longer than the 16 verdicts kept on the stack is judged whole.
+#[test]
+fn long_ids_and_names_and_long_batches_are_echoed_exactly() {
+    let p = compile(ORDER);
+    let long_id = format!("call-{}", "é9".repeat(60));
+    let long_tool = "t".repeat(200);
+    let mut calls = vec![
+        json!({"id": long_id, "tool": "look", "args": {}}),
+        json!({"id": "toolu_01A09q90qw90lq917835lq9a", "tool": long_tool, "args": {}}),
+    ];
+    for i in 0..20 {
+        calls.push(json!({"id": format!("c{i}"), "tool": if i == 7 { "browse" } else { "note" }, "args": {"c": 1}}));
+    }
+    let request = json!({"facts": {"stage": "main"}, "calls": calls});
+    let text = request.to_string();
+    let strict = decide(&p, request.clone());
+    let fast = p.decide_json(&text).unwrap();
+    for response in [&strict, &fast] {
+        assert_eq!(response.decisions.len(), 22);
+        assert_eq!(response.decisions[0].id, long_id.as_str());
+        assert!(response.decisions[0].allow);
+        assert_eq!(response.decisions[1].tool, long_tool.as_str());
+        assert_denied(&response.decisions[1], DenyKind::Unclassified);
+        // The ingest call at index 9 latches the batch: every write in it is denied, before
+        // and after it, including those past the sixteenth call.
+        for (i, d) in response.decisions.iter().enumerate().skip(2) {
+            assert_eq!(d.id, format!("c{}", i - 2));
+            if i == 9 {
+                assert!(d.allow, "{d:?}");
+            } else {
+                assert_denied(d, DenyKind::Latch);
+            }
+        }
+    }
+    assert_eq!(strict, fast);
+    let json: Value = serde_json::to_value(&strict).unwrap();
+    assert_eq!(json["decisions"][0]["id"], long_id);
+    assert_eq!(json["decisions"][1]["tool"], long_tool);
+    assert_eq!(json["decisions"][21]["id"], "c19");
+}
