@@ -296,15 +296,7 @@ impl Layout<'_> {
             let next_entry = entries.get(i + 1).map_or(close, start);
             self.entry(e.clone(), next_entry);
         }
-        self.p.close_line(
-            0,
-            "}",
-            Range {
-                start: close,
-                end: close + 1,
-                next,
-            },
-        );
+        self.close_brace(close, next);
     }
 
     /// `detokenise TOOL { args [PATH: KIND, ..] }` on one line when it fits, else as a block
@@ -366,15 +358,17 @@ impl Layout<'_> {
                 next: close,
             },
         );
-        self.p.close_line(
-            0,
-            "}",
-            Range {
-                start: close,
-                end: close + 1,
-                next,
-            },
-        );
+        self.close_brace(close, next);
+    }
+
+    /// The `}` at `close` that ends a top-level block, with the comments around it.
+    fn close_brace(&mut self, close: usize, next: usize) {
+        let r = Range {
+            start: close,
+            end: close + 1,
+            next,
+        };
+        self.p.close_line(0, "}", r);
     }
 
     fn entry(&mut self, e: Pair<'_, Rule>, next: usize) {
