@@ -176,17 +176,71 @@ fn claude_code_latch_holds_for_the_turn_and_drops_at_the_next_prompt() {
     assert_eq!(s.claude(pre("s1", "Write", json!({}))), None);
 }
 
+/// Only the prompt event starts a turn. A prompt id merely different from the last never
+/// does, and an older prompt's late call keeps that prompt's latch (issue 20, item 1).
 #[test]
-fn claude_code_a_new_prompt_id_starts_a_new_turn() {
+fn claude_code_only_the_prompt_starts_a_turn_and_older_prompt_ids_stay_latched() {
     let s = Setup::new("prompt-id");
-    let mut fetch = pre("s1", "WebFetch", json!({"url": "https://docs.rs/"}));
-    fetch["prompt_id"] = "p1".into();
-    assert_eq!(s.claude(fetch), None);
-    let mut write = pre("s1", "Write", json!({}));
-    write["prompt_id"] = "p1".into();
-    denied(s.claude(write.clone()));
-    write["prompt_id"] = "p2".into();
-    assert_eq!(s.claude(write), None);
+    let with_id = |mut event: Value, id: &str| {
+        event["prompt_id"] = id.into();
+        event
+    };
+    assert_eq!(s.claude(with_id(prompt("s1"), "p1")), None);
+    let fetch = pre("s1", "WebFetch", json!({"url": "https://docs.rs/"}));
+    assert_eq!(s.claude(with_id(fetch, "p1")), None);
+    let write = pre("s1", "Write", json!({}));
+    denied(s.claude(with_id(write.clone(), "p1")));
+    // An id nobody announced: judged with every latch set, not as a fresh turn.
+    denied(s.claude(with_id(write.clone(), "p2")));
+    // The user's next prompt starts a clear turn...
+    assert_eq!(s.claude(with_id(prompt("s1"), "p2")), None);
+    assert_eq!(s.claude(with_id(write.clone(), "p2")), None);
+    // ...an older prompt's call arriving between two calls stays latched, and does not
+    // reset the current turn.
+    denied(s.claude(with_id(write.clone(), "p1")));
+    assert_eq!(s.claude(with_id(write.clone(), "p2")), None);
+    // A late repeat of the older prompt's event does not reset anything either.
+    assert_eq!(s.claude(with_id(prompt("s1"), "p1")), None);
+    denied(s.claude(with_id(write.clone(), "p1")));
+    assert_eq!(s.claude(with_id(write, "p2")), None);
+}
+
+/// `SessionStart` (compact, resume, clear, startup) fires mid-prompt; it is not a new turn
+/// (issue 20, item 3).
+#[test]
+fn claude_code_session_start_does_not_clear_the_latch() {
+    let s = Setup::new("session-start");
+    s.claude(prompt("s1"));
+    assert_eq!(
+        s.claude(pre("s1", "WebFetch", json!({"url": "https://docs.rs/"}))),
+        None
+    );
+    for source in ["compact", "resume", "clear", "startup"] {
+        let start =
+            json!({"session_id": "s1", "hook_event_name": "SessionStart", "source": source});
+        assert_eq!(s.claude(start), None);
+        denied(s.claude(pre("s1", "Write", json!({}))));
+    }
+}
+
+/// A policy file caught half-way through a rewrite, with the latch declaration cut off,
+/// does not judge a latched turn as unlatched (issue 20, item 4).
+#[test]
+fn a_policy_rewritten_under_a_latched_turn_blocks_the_turn() {
+    let s = Setup::new("rewrite");
+    s.claude(prompt("s1"));
+    assert_eq!(
+        s.claude(pre("s1", "WebFetch", json!({"url": "https://docs.rs/"}))),
+        None
+    );
+    let cut = &POLICY[..POLICY.find("latch untrusted").unwrap()];
+    std::fs::write(&s.policy, cut).unwrap();
+    let reason = denied(s.claude(pre("s1", "Write", json!({}))));
+    assert!(reason.contains("untrusted"), "{reason}");
+    std::fs::write(&s.policy, POLICY).unwrap();
+    denied(s.claude(pre("s1", "Write", json!({}))));
+    s.claude(prompt("s1"));
+    assert_eq!(s.claude(pre("s1", "Write", json!({}))), None);
 }
 
 /// The hook counts turns, so `called_within` sees how old a call is: a Read in this turn
@@ -245,22 +299,27 @@ fn concurrent_hooks_of_one_session_lose_nothing() {
     }
     denied(s.claude(pre("s1", "Write", json!({}))));
     let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(s.state_dir().join("claude-code-s1.json")).unwrap(),
+        &std::fs::read_to_string(s.state_dir().join("claude-code-coding-s1.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(state["called"].as_array().unwrap().len(), 23, "{state}");
+    assert_eq!(
+        state["state"]["called"].as_array().unwrap().len(),
+        23,
+        "{state}"
+    );
 }
 
 #[test]
 fn a_corrupt_state_file_fails_closed_until_the_next_turn() {
     let s = Setup::new("corrupt");
     assert_eq!(s.claude(pre("s1", "Read", json!({}))), None);
-    let file = s.state_dir().join("claude-code-s1.json");
+    let file = s.state_dir().join("claude-code-coding-s1.json");
     for junk in [
         "{not json",
         "",
         r#"{"version": 99}"#,
-        r#"{"version": 1, "turn": null, "latched": false, "latched": true, "called": []}"#,
+        r#"{"version": 1, "turn": null, "latched": false, "called": []}"#,
+        r#"{"version": 2, "state": {}, "state": {}}"#,
     ] {
         std::fs::write(&file, junk).unwrap();
         let out = s.run(
@@ -272,8 +331,12 @@ fn a_corrupt_state_file_fails_closed_until_the_next_turn() {
         assert!(text(&out.stderr).contains("could not be read"), "{junk}");
         let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
         denied(Some(answer));
-        // It stays latched for the rest of the turn.
+        // It stays latched for the rest of the turn, whatever prompt id comes next: only
+        // the user's next prompt ends it (issue 20, item 2).
         denied(s.claude(pre("s1", "Edit", json!({}))));
+        let mut other_id = pre("s1", "Write", json!({}));
+        other_id["prompt_id"] = "p-next".into();
+        denied(s.claude(other_id));
         s.claude(prompt("s1"));
         assert_eq!(s.claude(pre("s1", "Write", json!({}))), None, "{junk}");
     }
@@ -297,7 +360,7 @@ fn unknown_events_are_ignored_and_bad_input_blocks() {
         assert_eq!(out.status.code(), Some(0), "{name}");
         assert!(out.stdout.is_empty(), "{name}");
     }
-    assert!(!s.state_dir().join("claude-code-s1.json").exists());
+    assert!(!s.state_dir().join("claude-code-coding-s1.json").exists());
     // Input the hook cannot judge: exit 2, which every agent treats as "block".
     for bad in [
         "not json".to_string(),
@@ -382,16 +445,28 @@ fn cursor_events() {
     };
     assert_eq!(run(mcp("WebFetch", "gen1")), None);
     assert_eq!(run(shell("git push")).unwrap()["permission"], "deny");
-    // A new generation is a new turn.
+    // A generation id alone is not a new turn; the prompt is.
     assert_eq!(run(mcp("Read", "gen2")), None);
+    let gen2_shell = json!({"hook_event_name": "beforeShellExecution", "conversation_id": "c1",
+                            "generation_id": "gen2", "command": "ls"})
+    .to_string();
+    assert_eq!(run(gen2_shell.clone()).unwrap()["permission"], "deny");
+    run(
+        json!({"hook_event_name": "beforeSubmitPrompt", "conversation_id": "c1",
+               "generation_id": "gen3", "prompt": "next"})
+        .to_string(),
+    );
     assert_eq!(
         run(
             json!({"hook_event_name": "beforeShellExecution", "conversation_id": "c1",
-                   "generation_id": "gen2", "command": "ls"})
+                   "generation_id": "gen3", "command": "ls"})
             .to_string()
         ),
         None
     );
+    // The older generation's late call keeps its latch.
+    assert_eq!(run(shell("git push")).unwrap()["permission"], "deny");
+    assert_eq!(run(mcp("Read", "gen3")), None);
 }
 
 #[test]
@@ -452,4 +527,96 @@ fn init_prints_and_merges_settings() {
             .len(),
         1
     );
+}
+
+/// An answer that cannot be written (stdout on a full disk) blocks the call: exit 2, never
+/// a panic's 101, which every agent reads as "run it" (issue 20, item 11).
+#[test]
+fn an_answer_that_cannot_be_written_exits_2() {
+    let s = Setup::new("stdout-full");
+    s.claude(prompt("s1"));
+    s.claude(pre("s1", "WebFetch", json!({"url": "https://docs.rs/"})));
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let mut child = s
+        .command("claude-code", &[])
+        .stdin(Stdio::piped())
+        .stdout(full)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(pre("s1", "Write", json!({})).to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("cannot write the answer"));
+}
+
+/// A state directory another user could write is refused, and with no home directory
+/// there is no shared fallback (issue 20, item 8).
+#[test]
+fn an_unsafe_or_missing_state_directory_blocks() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Setup::new("state-dir");
+    let open = s.dir.join("open");
+    std::fs::create_dir_all(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    c.args(["hook", "claude-code", "--policy"])
+        .arg(&s.policy)
+        .arg("--state-dir")
+        .arg(&open);
+    let out = run_with(c, &pre("s1", "Write", json!({})).to_string());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("may be written"),
+        "{}",
+        text(&out.stderr)
+    );
+    let mut c = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    c.args(["hook", "claude-code", "--policy"])
+        .arg(&s.policy)
+        .env_remove("HOME")
+        .env_remove("XDG_STATE_HOME");
+    let out = run_with(c, &pre("s1", "Write", json!({})).to_string());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--state-dir"),
+        "{}",
+        text(&out.stderr)
+    );
+    let created = s.dir.join("fresh/state");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    c.args(["hook", "claude-code", "--policy"])
+        .arg(&s.policy)
+        .arg("--state-dir")
+        .arg(&created);
+    assert_eq!(
+        run_with(c, &prompt("s1").to_string()).status.code(),
+        Some(0)
+    );
+    let mode = std::fs::metadata(&created).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+}
+
+fn run_with(mut c: Command, event: &str) -> Output {
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(event.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
 }

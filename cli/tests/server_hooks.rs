@@ -126,15 +126,100 @@ fn a_full_hook_store_never_drops_a_latched_session() {
         decision(&post_json(&s.addr, url, &pre("a", "Write")).1),
         Some("deny")
     );
-    // Once "a" starts a new turn it holds no latch and may make room.
+    // "a" starts a new turn: its writes run again, but it still holds the older turn's
+    // latch for that turn's late calls, so it makes no room.
     post_json(
         &s.addr,
         url,
         &json!({"session_id": "a", "hook_event_name": "UserPromptSubmit"}),
     );
-    assert_eq!(post_json(&s.addr, url, &pre("c", "Read")).1, json!({}));
+    assert_eq!(post_json(&s.addr, url, &pre("a", "Write")).1, json!({}));
+    assert_eq!(
+        decision(&post_json(&s.addr, url, &pre("c", "Read")).1),
+        Some("deny")
+    );
     assert_eq!(
         decision(&post_json(&s.addr, url, &pre("b", "Write")).1),
         Some("deny")
     );
+}
+
+/// Everything `/v1/hooks` cannot judge is a 200 denial in the agent's format: an event
+/// over the body limit, an over-long session id, a missing token (issue 20, item 9).
+#[test]
+fn oversized_events_long_ids_and_missing_tokens_are_denials() {
+    let s = start(
+        "hooks-limits",
+        &[("coding.gate", CODING)],
+        &["--max-hook-body", "4096", "--admin-token", "sekret"],
+    );
+    let url = "/v1/hooks/claude-code";
+    let auth = [("authorization", "Bearer sekret")];
+    let send = |headers: &[(&str, &str)], body: &Value| {
+        let mut h = vec![("content-type", "application/json")];
+        h.extend_from_slice(headers);
+        let (st, text) = http(&s.addr, "POST", url, &h, body.to_string().as_bytes());
+        (
+            st,
+            serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+        )
+    };
+    // Latch session s1, then a forged prompt without the token does not end the turn.
+    assert_eq!(send(&auth, &pre("s1", "WebFetch")), (200, json!({})));
+    let prompt = json!({"session_id": "s1", "hook_event_name": "UserPromptSubmit"});
+    assert_eq!(send(&[], &prompt), (200, json!({})));
+    assert_eq!(decision(&send(&auth, &pre("s1", "Write")).1), Some("deny"));
+    let (_, v) = send(&[], &pre("s2", "Read"));
+    assert_eq!(decision(&v), Some("deny"), "{v}");
+    // A write of a large file: over the hook body limit, a denial, not a 413.
+    let mut big = pre("s1", "Write");
+    big["tool_input"] = json!({"content": "x".repeat(8192)});
+    let (st, v) = send(&auth, &big);
+    assert_eq!(st, 200);
+    assert!(
+        v["hookSpecificOutput"]["permissionDecisionReason"]
+            .as_str()
+            .is_some_and(|r| r.contains("limit")),
+        "{v}"
+    );
+    // A session id over the cap.
+    let (st, v) = send(&auth, &pre(&"s".repeat(300), "Read"));
+    assert_eq!(st, 200);
+    assert_eq!(decision(&v), Some("deny"), "{v}");
+}
+
+/// A hook request on a connection over the server's cap is answered with a 200 denial in
+/// the agent's format, not the 503 an agent reads as "run the call".
+#[test]
+fn a_full_connection_table_denies_hook_calls() {
+    use std::io::{Read, Write};
+    let s = start(
+        "hooks-conns",
+        &[("coding.gate", CODING)],
+        &["--max-connections", "1"],
+    );
+    // Hold the only connection open.
+    let _held = std::net::TcpStream::connect(&s.addr).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let body = pre("s1", "Write").to_string();
+    let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+    write!(
+        c,
+        "POST /v1/hooks/claude-code HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    c.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.contains("\"permissionDecision\":\"deny\""),
+        "{answer}"
+    );
+    // Any other request still gets the 503.
+    let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+    write!(c, "GET /health HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    c.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
 }

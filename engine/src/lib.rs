@@ -47,7 +47,6 @@ mod request;
 mod request_check;
 mod response;
 pub mod schema;
-mod sessions;
 mod strict_json;
 mod strict_url;
 mod tool_set;
@@ -69,9 +68,6 @@ pub use offer::{DisabledTool, Offer, OfferRequest, ToolDef, WithheldReason, With
 pub use policy::Policy;
 pub use request::{Call, CalledTool, Facts, Latched, Message, Request};
 pub use response::{Decision, DenyKind, LatchState, Response};
-pub use sessions::{
-    Carried, Origin, SessionError, SessionLimits, SessionStore, MAX_LATCHED_TURNS, RECENT_TURNS,
-};
 pub use strict_json::parse as parse_json;
 pub use toolgate_lang::ast::ToolClass;
 pub use toolgate_lang::{Diagnostic, Severity, SourceFile};

@@ -3,11 +3,12 @@
 
 use super::{compile_file, read_input};
 use crate::hook::agents::Agent;
-use crate::hook::state::StateDir;
 use crate::hook::Judge;
 use serde_json::{json, Value};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use toolgate_turns::StateDir;
 
 /// Arguments of `toolgate hook`.
 #[derive(clap::Args)]
@@ -62,25 +63,48 @@ pub struct InitArgs {
     write: bool,
 }
 
+/// The exit code every agent reads as "block this call".
+const BLOCK: u8 = 2;
+
 /// Exit 0 with the agent's answer on stdout (a denial is an answer). When the hook cannot
-/// judge (a bad policy, an unreadable event, unusable state), exit 2 with the reason on
-/// stderr: each agent treats exit 2 as "block", so toolgate fails closed.
+/// judge (a bad policy, an unreadable event, unusable state, an answer that cannot be
+/// written, a panic), exit 2 with the reason on stderr: each agent treats exit 2 as "block",
+/// and any other failure (101 for a panic) as a non-blocking error that runs the call.
 pub fn run(args: &Args) -> ExitCode {
+    if !matches!(args.command, HookCommand::Init(_)) {
+        std::panic::set_hook(Box::new(|info| {
+            let _ = writeln!(
+                std::io::stderr(),
+                "toolgate: internal error, the call is blocked: {info}"
+            );
+            std::process::exit(i32::from(BLOCK));
+        }));
+    }
     let result = match &args.command {
         HookCommand::ClaudeCode(a) => answer(Agent::ClaudeCode, a),
         HookCommand::GeminiCli(a) => answer(Agent::GeminiCli, a),
         HookCommand::Cursor(a) => answer(Agent::Cursor, a),
         HookCommand::Init(a) => init(a),
     };
-    match result {
+    let written = match result {
         Ok(Some(out)) => {
-            println!("{out}");
-            ExitCode::SUCCESS
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "{out}").and_then(|()| stdout.flush())
         }
-        Ok(None) => ExitCode::SUCCESS,
+        Ok(None) => Ok(()),
         Err(message) => {
-            eprintln!("toolgate: {message}");
-            ExitCode::from(2)
+            let _ = writeln!(std::io::stderr(), "toolgate: {message}");
+            return ExitCode::from(BLOCK);
+        }
+    };
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "toolgate: cannot write the answer ({e}); the call is blocked"
+            );
+            ExitCode::from(BLOCK)
         }
     }
 }
@@ -95,13 +119,14 @@ fn answer(agent: Agent, args: &RunArgs) -> Result<Option<String>, String> {
     let policy = compile_file(&args.policy, &text)
         .map_err(|e| format!("policy does not compile\n{}", e.render().trim_end()))?;
     let judge = Judge::new(&policy, args.stage.clone(), args.approve);
-    let dir = StateDir::new(
-        args.state_dir
-            .clone()
-            .unwrap_or_else(StateDir::default_path),
-    );
-    let mut locked = dir.lock(agent.name(), session).map_err(|e| e.to_string())?;
-    if locked.state.recovered {
+    let dir = match &args.state_dir {
+        Some(dir) => StateDir::new(dir),
+        None => StateDir::new(StateDir::default_path().map_err(|e| e.to_string())?),
+    };
+    let mut locked = dir
+        .lock(agent.name(), policy.module(), session)
+        .map_err(|e| e.to_string())?;
+    if locked.state.is_recovered() {
         eprintln!(
             "toolgate: the hook state of session `{session}` could not be read; every latch is \
              taken as set until the next turn"

@@ -55,6 +55,22 @@ pub struct Args {
     /// Serve MCP over Streamable HTTP at `http://ADDR/mcp` instead of on stdin/stdout.
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
+    /// With --listen: most MCP sessions open at once; a new one past it is refused with a
+    /// JSON-RPC error.
+    #[arg(long, value_name = "N", default_value_t = 1024, requires = "listen")]
+    max_sessions: usize,
+    /// With --listen: how long a session may go without a request before it is closed (the
+    /// client then re-initialises; its latched turns stay latched, see --keep-expired).
+    #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = parse_duration, requires = "listen")]
+    session_idle: Duration,
+    /// With --listen: how long an ended session's latched turns are remembered, for the
+    /// client's next sessions.
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = parse_duration, requires = "listen")]
+    keep_expired: Duration,
+    /// With --listen: an origin besides loopback ones that a request's `Origin` may name
+    /// (repeatable).
+    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "listen")]
+    allow_origins: Vec<String>,
     /// The upstream MCP server to start, with its arguments (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -91,8 +107,15 @@ fn fail(message: &str) -> ExitCode {
 async fn serve(args: &Args, config: Config) -> Result<(), String> {
     let upstream = connect(args, args.connect_timeout).await?;
     let config = Arc::new(config);
-    if let Some(listen) = &args.listen {
-        return crate::mcp::http::serve(config, upstream, listen).await;
+    if let Some(addr) = &args.listen {
+        let listen = crate::mcp::http::Listen {
+            addr: addr.clone(),
+            max_sessions: args.max_sessions,
+            idle: args.session_idle,
+            keep_expired: args.keep_expired,
+            allow_origins: args.allow_origins.clone(),
+        };
+        return crate::mcp::http::serve(config, upstream, &listen).await;
     }
     let running = Proxy::new(config, upstream)
         .serve(rmcp::transport::stdio())
@@ -203,7 +226,7 @@ fn read_facts(policy: &Policy, path: &str) -> Result<Facts, String> {
     Ok(facts)
 }
 
-/// Parses `30s`, `500ms`, `2m` or a bare number of seconds.
+/// Parses `30s`, `500ms`, `2m`, `1h` or a bare number of seconds.
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let (number, unit) = match text.find(|c: char| !c.is_ascii_digit() && c != '.') {
@@ -217,9 +240,10 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         "ms" => value / 1000.0,
         "s" => value,
         "m" => value * 60.0,
+        "h" => value * 3600.0,
         _ => {
             return Err(format!(
-                "unknown unit `{unit}` in `{text}` (use ms, s or m)"
+                "unknown unit `{unit}` in `{text}` (use ms, s, m or h)"
             ))
         }
     };
@@ -242,7 +266,8 @@ mod tests {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
-        for bad in ["", "0", "-1s", "2h", "s", "1e9", "99999999m", "NaNs"] {
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        for bad in ["", "0", "-1s", "25h", "2d", "s", "1e9", "99999999m", "NaNs"] {
             assert!(parse_duration(bad).is_err(), "{bad:?} was accepted");
         }
     }

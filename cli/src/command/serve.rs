@@ -5,7 +5,7 @@ use crate::server::{self, Config, HttpLimits, Limits, RedisConfig, StoreTls};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
-use toolgate_engine::SessionLimits;
+use toolgate_turns::SessionLimits;
 
 /// Arguments of `toolgate serve`.
 #[derive(clap::Args)]
@@ -54,6 +54,10 @@ pub struct Args {
     /// Largest request body, in bytes.
     #[arg(long, default_value_t = 1 << 20)]
     max_body: usize,
+    /// Largest hook event body (`/v1/hooks`), in bytes; a larger event is answered with a
+    /// denial in the agent's format.
+    #[arg(long, default_value_t = 32 << 20)]
+    max_hook_body: usize,
     /// Most calls in one batch.
     #[arg(long, default_value_t = 256)]
     max_calls: usize,
@@ -193,6 +197,7 @@ pub fn config(args: &Args) -> Config {
         bundle: None,
         limits: Limits {
             body_bytes: args.max_body,
+            hook_body_bytes: args.max_hook_body,
             calls: args.max_calls,
             messages: args.max_messages,
             tools: args.max_tools,

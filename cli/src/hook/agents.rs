@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Agent {
     /// Claude Code (and the Claude Agent SDK): `PreToolUse`, `PostToolUse`,
-    /// `UserPromptSubmit`, `SessionStart`.
+    /// `PostToolUseFailure`, `UserPromptSubmit`.
     ClaudeCode,
     /// Gemini CLI: `BeforeTool`, `AfterTool`, `BeforeAgent`.
     GeminiCli,
@@ -138,7 +138,9 @@ fn claude_code(e: &Map<String, Value>) -> Result<Event, EventError> {
     let name = string(e, "hook_event_name")?;
     let session = || string(e, "session_id");
     Ok(match name.as_str() {
-        "UserPromptSubmit" | "SessionStart" => Event::TurnStart {
+        // `SessionStart` (startup, resume, clear, compact) is not a new user turn: compaction
+        // fires in the middle of one. Only the prompt starts a turn.
+        "UserPromptSubmit" => Event::TurnStart {
             session: session()?,
             turn: opt_string(e, "prompt_id"),
         },
@@ -151,6 +153,7 @@ fn claude_code(e: &Map<String, Value>) -> Result<Event, EventError> {
         },
         "PostToolUse" | "PostToolUseFailure" => Event::AfterTool {
             session: session()?,
+            turn: opt_string(e, "prompt_id"),
             tool: string(e, "tool_name")?,
             ok: name == "PostToolUse",
         },
@@ -162,7 +165,7 @@ fn gemini_cli(e: &Map<String, Value>) -> Result<Event, EventError> {
     let name = string(e, "hook_event_name")?;
     let session = || string(e, "session_id");
     Ok(match name.as_str() {
-        "BeforeAgent" | "SessionStart" => Event::TurnStart {
+        "BeforeAgent" => Event::TurnStart {
             session: session()?,
             turn: None,
         },
@@ -181,6 +184,7 @@ fn gemini_cli(e: &Map<String, Value>) -> Result<Event, EventError> {
                 .is_some_and(|err| !err.is_null());
             Event::AfterTool {
                 session: session()?,
+                turn: None,
                 tool: string(e, "tool_name")?,
                 ok: !failed,
             }
@@ -228,11 +232,13 @@ fn cursor(e: &Map<String, Value>) -> Result<Event, EventError> {
         }
         "afterMCPExecution" => Event::AfterTool {
             session: session()?,
+            turn: turn.clone(),
             tool: string(e, "tool_name")?,
             ok: true,
         },
         "afterShellExecution" => Event::AfterTool {
             session: session()?,
+            turn: turn.clone(),
             tool: "shell".into(),
             ok: true,
         },

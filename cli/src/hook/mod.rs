@@ -12,11 +12,10 @@
 //! already judged unlatched. `docs/agents.md` says so.
 
 pub mod agents;
-pub mod state;
 
 use serde_json::Value;
-use state::SessionState;
-use toolgate_engine::{Call, CalledTool, Facts, Policy, Request};
+use toolgate_engine::{Call, Facts, Policy, Request};
+use toolgate_turns::{NewIds, SessionTurns};
 
 /// One agent event, normalised.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +44,8 @@ pub enum Event {
     AfterTool {
         /// The agent's session id.
         session: String,
+        /// The agent's turn id, when it sends one (a late event is dated by its own turn).
+        turn: Option<String>,
         /// The tool, as the policy names it.
         tool: String,
         /// Whether it succeeded.
@@ -108,18 +109,27 @@ impl<'a> Judge<'a> {
         }
     }
 
-    /// Handles one event against the session's state, updating the state in place.
-    pub fn handle(&self, event: &Event, state: &mut SessionState) -> Answer {
-        self.handle_with(event, state, &Facts::default())
+    /// Handles one event against the session's turn state, updating it in place. On the
+    /// hooks an unseen turn id never starts a turn: only the agent's prompt event does.
+    pub fn handle(&self, event: &Event, state: &mut SessionTurns) -> Answer {
+        self.handle_with(event, state, &Facts::default(), NewIds::NeedSignal)
     }
 
     /// [`Judge::handle`] with facts the caller knows beyond the stage, the latches and the
-    /// earlier calls (which come from `self` and `state`, whatever `base` says), for
-    /// `toolgate mcp --facts`.
-    pub fn handle_with(&self, event: &Event, state: &mut SessionState, base: &Facts) -> Answer {
+    /// earlier calls (which come from `self` and `state`, whatever `base` says), and the
+    /// surface's reading of unseen turn ids (`toolgate mcp`: an unseen id is a new turn).
+    pub fn handle_with(
+        &self,
+        event: &Event,
+        state: &mut SessionTurns,
+        base: &Facts,
+        new_ids: NewIds,
+    ) -> Answer {
         match event {
             Event::TurnStart { turn, .. } => {
-                state.start_turn(turn.clone());
+                // A session that cannot start another turn stays in its current one, whose
+                // latches then go on judging: that errs towards latched.
+                let _ = state.signal(self.policy, turn.as_deref());
                 Answer::Nothing
             }
             Event::BeforeTool {
@@ -128,50 +138,46 @@ impl<'a> Judge<'a> {
                 tool,
                 args,
                 ..
-            } => {
-                if turn.is_some() && *turn != state.turn {
-                    state.start_turn(turn.clone());
-                }
-                self.before_tool(call_id, tool, args, state, base)
-            }
-            Event::AfterTool { tool, ok, .. } => {
-                state.record_call(tool, *ok);
+            } => self.before_tool(turn.as_deref(), call_id, tool, args, state, base, new_ids),
+            Event::AfterTool { tool, ok, turn, .. } => {
+                state.record_call(tool, *ok, turn.as_deref());
                 Answer::Nothing
             }
             Event::Other => Answer::Nothing,
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn before_tool(
         &self,
+        turn: Option<&str>,
         call_id: &str,
         tool: &str,
         args: &Value,
-        state: &mut SessionState,
+        state: &mut SessionTurns,
         base: &Facts,
+        new_ids: NewIds,
     ) -> Answer {
+        let placed = match state.place(self.policy, turn, new_ids) {
+            Ok(placed) => placed,
+            Err(e) => {
+                return Answer::Deny {
+                    reason: format!("Blocked: {e}."),
+                }
+            }
+        };
         let facts = Facts {
             stage: self.stage.clone(),
-            latched: state.latched.clone(),
-            called: Some(
-                state
-                    .called
-                    .iter()
-                    // A call's age in turns, for `called_within`; undated (and so never
-                    // recent) before the agent signalled a turn (docs/agents.md).
-                    .map(|(tool, ok, turn)| CalledTool {
-                        tool: tool.clone(),
-                        ok: *ok,
-                        turns_ago: turn.map(|t| state.turns.saturating_sub(t)),
-                    })
-                    .collect(),
-            ),
+            latched: placed.latched.clone(),
+            // Each call dated in turns, for `called_within`; undated (never recent) when its
+            // turn is unknown (docs/agents.md).
+            called: Some(state.called_facts()),
             ..base.clone()
         };
         let request = Request::new(facts, vec![Call::new(call_id, tool, args.clone())]);
         let response = self.policy.decide(&request);
         // An allowed setter latches the turn now, so every later call in it is judged latched.
-        state.latched = response.latched.clone();
+        state.latch(self.policy, &placed, tool, &response.latched);
         match response.decisions.first() {
             Some(d) if d.allow => {
                 if self.approve {

@@ -7,34 +7,96 @@
 //! 2026-07-28 request is refused with the versions it may use instead (fail closed) rather
 //! than judged as the first call of a fresh session.
 //!
-//! The listener takes the SDK's defence against DNS rebinding as it is: requests whose `Host`
-//! is not a loopback name are refused. Put a reverse proxy in front to serve other hosts.
+//! Sessions are bounded ([`Listen`]): at most `--max-sessions` at once (a new one past it is
+//! answered with a JSON-RPC error), each closed after `--session-idle` without a request (the
+//! SDK's keep-alive, 300 s by default). A session that ends leaves its latched turns behind
+//! ([`super::expired`]), so re-initialising does not clear a latch.
+//!
+//! The listener takes the SDK's defence against DNS rebinding (requests whose `Host` is not a
+//! loopback name are refused) and checks `Origin` as the Streamable HTTP spec requires: a
+//! request that carries one must come from a loopback origin or one `--allow-origin` names.
+//! Put a reverse proxy in front to serve other hosts.
 
+use super::expired::Expired;
 use super::upstream::Upstream;
 use super::{Config, Proxy};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{json, Value};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The path the MCP endpoint is served at.
 pub const PATH: &str = "/mcp";
 
+/// Largest `initialize` body read to answer a refusal with its request id.
+const MAX_INIT_BODY: usize = 1 << 20;
+
+/// The bounds of the listener.
+#[derive(Debug, Clone)]
+pub struct Listen {
+    /// The address.
+    pub addr: String,
+    /// Most sessions open at once.
+    pub max_sessions: usize,
+    /// How long a session may go without a request before it is closed.
+    pub idle: Duration,
+    /// How long an ended session's latched turns are remembered.
+    pub keep_expired: Duration,
+    /// Origins besides loopback ones that a request may come from.
+    pub allow_origins: Vec<String>,
+}
+
+struct Gate {
+    sessions: Arc<LocalSessionManager>,
+    max_sessions: usize,
+    allow_origins: Vec<String>,
+}
+
 /// Serves MCP over Streamable HTTP on `listen` until SIGINT or SIGTERM.
-pub async fn serve(config: Arc<Config>, upstream: Upstream, listen: &str) -> Result<(), String> {
+pub async fn serve(config: Arc<Config>, upstream: Upstream, listen: &Listen) -> Result<(), String> {
     let http_config = StreamableHttpServerConfig::default();
     let shutdown = http_config.cancellation_token.clone();
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = Some(listen.idle);
+    let manager = Arc::new(manager);
+    let expired = Arc::new(Expired::new(listen.keep_expired, listen.max_sessions));
     let service = StreamableHttpService::new(
-        move || Ok(Proxy::for_http_session(config.clone(), upstream.clone())),
-        Arc::new(LocalSessionManager::default()),
+        move || {
+            Ok(Proxy::for_http_session(
+                config.clone(),
+                upstream.clone(),
+                expired.clone(),
+            ))
+        },
+        manager.clone(),
         http_config.with_legacy_session_mode(true),
     );
-    let router = axum::Router::new().nest_service(PATH, service);
-    let listener = tokio::net::TcpListener::bind(listen)
+    let gate = Arc::new(Gate {
+        sessions: manager,
+        max_sessions: listen.max_sessions.max(1),
+        allow_origins: listen
+            .allow_origins
+            .iter()
+            .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
+            .collect(),
+    });
+    let router = axum::Router::new()
+        .nest_service(PATH, service)
+        .layer(axum::middleware::from_fn_with_state(gate, admit));
+    let addr = &listen.addr;
+    let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| format!("cannot listen on `{listen}`: {e}"))?;
+        .map_err(|e| format!("cannot listen on `{addr}`: {e}"))?;
     let local = listener
         .local_addr()
-        .map_err(|e| format!("cannot listen on `{listen}`: {e}"))?;
+        .map_err(|e| format!("cannot listen on `{addr}`: {e}"))?;
     // Handlers go in before the announcement, so a signal sent on reading it is handled.
     let stop = crate::signals::Stop::install()?;
     eprintln!("toolgate mcp: serving MCP at http://{local}{PATH}");
@@ -45,4 +107,125 @@ pub async fn serve(config: Arc<Config>, upstream: Upstream, listen: &str) -> Res
         })
         .await
         .map_err(|e| format!("the HTTP listener failed: {e}"))
+}
+
+/// A JSON-RPC error answer with `status`.
+fn rpc_error(status: StatusCode, id: Value, code: i64, message: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+            .to_string(),
+    )
+        .into_response()
+}
+
+/// Whether `origin` is a loopback origin (`http://localhost:3000`, `http://127.0.0.1`,
+/// `http://[::1]:8080`) or one the operator allowed.
+fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
+    let origin = origin.trim_end_matches('/').to_ascii_lowercase();
+    if allowed.contains(&origin) {
+        return true;
+    }
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let host = match rest.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((h, port)) if port.is_empty() || port.starts_with(':') => h,
+            _ => return false,
+        },
+        None => rest.split(':').next().unwrap_or(""),
+    };
+    let port_ok = match rest
+        .rsplit_once(']')
+        .map_or(rest, |(_, p)| p)
+        .split_once(':')
+    {
+        None => true,
+        Some((_, port)) => !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()),
+    };
+    port_ok && matches!(host, "localhost" | "127.0.0.1" | "::1")
+}
+
+/// Checks `Origin` on every request, and refuses a new session past the cap.
+async fn admit(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Response {
+    let mut origins = req.headers().get_all(header::ORIGIN).iter();
+    if let Some(origin) = origins.next() {
+        let ok = origins.next().is_none()
+            && origin
+                .to_str()
+                .is_ok_and(|o| origin_allowed(o, &gate.allow_origins));
+        if !ok {
+            return rpc_error(
+                StatusCode::FORBIDDEN,
+                Value::Null,
+                -32000,
+                "toolgate mcp: the request's Origin is not a loopback origin or one --allow-origin names".into(),
+            );
+        }
+    }
+    let new_session =
+        req.method() == axum::http::Method::POST && !req.headers().contains_key("mcp-session-id");
+    if !new_session || gate.sessions.sessions.read().await.len() < gate.max_sessions {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match http_body_util::Limited::new(body, MAX_INIT_BODY)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(_) => Default::default(),
+    };
+    let id = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| v.get("id").cloned())
+        .unwrap_or(Value::Null);
+    drop(Request::from_parts(parts, Body::empty()));
+    rpc_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        id,
+        -32000,
+        format!(
+            "toolgate mcp: the proxy holds its most sessions ({}); close one or retry later",
+            gate.max_sessions
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::origin_allowed;
+
+    #[test]
+    fn only_loopback_or_allowed_origins_pass() {
+        let allowed = vec!["https://app.example.com".to_string()];
+        for ok in [
+            "http://localhost",
+            "http://localhost:3000",
+            "http://127.0.0.1:8080/",
+            "http://[::1]:9",
+            "https://app.example.com",
+            "HTTP://LOCALHOST:1",
+        ] {
+            assert!(origin_allowed(ok, &allowed), "{ok}");
+        }
+        for bad in [
+            "null",
+            "http://evil.io",
+            "http://localhost.evil.io",
+            "http://127.0.0.1.evil.io:80",
+            "http://localhost:80@evil.io",
+            "http://[::1].evil.io",
+            "https://app.example.com.evil.io",
+            "file://localhost",
+            "http://localhost:",
+        ] {
+            assert!(!origin_allowed(bad, &allowed), "{bad}");
+        }
+    }
 }

@@ -9,30 +9,36 @@
 //! ([`upstream`]).
 //!
 //! State lives per client connection ([`Session`]): the turn's latches and the calls that ran,
-//! for `called_before`. MCP has no user turn, so by default the turn is the whole connection:
-//! once latched, latched until the client disconnects. A host that knows its turns names them
-//! in the request's `_meta` under [`TURN_META_KEY`]; a new id starts a new turn.
+//! for `called_before`, in the one turn model (`toolgate_turns`). MCP has no user turn, so by
+//! default the turn is the whole connection: once latched, latched until the client
+//! disconnects. A host that knows its turns names them in the request's `_meta` under
+//! [`TURN_META_KEY`]; an id the connection has never seen starts a new turn, and one it has
+//! seen goes back to that turn's own latches (so interleaved conversations cannot clear each
+//! other's latch).
 //!
 //! Like the hooks, a per-call proxy cannot pre-scan a batch: a write judged before a latch
 //! setter of the same model turn was judged unlatched. `docs/agents.md` says so.
 
+pub mod expired;
 pub mod http;
 pub mod session;
 pub mod tools;
 pub mod upstream;
 
 use crate::hook::{Answer, Event, Judge};
+use expired::Expired;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, ErrorCode, ErrorData, Implementation, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    CustomResult, ErrorCode, ErrorData, Implementation, InitializeRequestParams, InitializeResult,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Map, Value};
 use session::Session;
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use toolgate_engine::{Facts, Policy};
 use upstream::Upstream;
@@ -74,6 +80,8 @@ pub struct Proxy {
     upstream: Upstream,
     session: Session,
     versions: &'static [ProtocolVersion],
+    /// Over `--listen`: what ended sessions left, and this session's client identity.
+    expired: Option<(Arc<Expired>, Mutex<String>)>,
 }
 
 impl Proxy {
@@ -85,15 +93,25 @@ impl Proxy {
             upstream,
             session: Session::default(),
             versions: ProtocolVersion::KNOWN_VERSIONS,
+            expired: None,
         }
     }
 
     /// A proxy for one MCP session over Streamable HTTP: only the versions that have
     /// sessions, so that no request is judged without its session's state (see [`http`]).
-    pub fn for_http_session(config: Arc<Config>, upstream: Upstream) -> Self {
+    /// It inherits what ended sessions of its client left in `expired`, and leaves its own
+    /// latched turns there when it ends.
+    pub fn for_http_session(
+        config: Arc<Config>,
+        upstream: Upstream,
+        expired: Arc<Expired>,
+    ) -> Self {
         Proxy {
+            config,
+            upstream,
+            session: Session::default(),
             versions: ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE),
-            ..Proxy::new(config, upstream)
+            expired: Some((expired, Mutex::new(String::new()))),
         }
     }
 
@@ -138,7 +156,40 @@ impl Proxy {
     }
 }
 
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if let Some((expired, identity)) = &self.expired {
+            let identity = identity.lock().map(|i| i.clone()).unwrap_or_default();
+            expired.bury(&identity, &self.session);
+        }
+    }
+}
+
+/// A client's identity across sessions: its `clientInfo` name and version.
+fn client_identity(request: &InitializeRequestParams) -> String {
+    format!(
+        "{}\0{}",
+        request.client_info.name, request.client_info.version
+    )
+}
+
 impl ServerHandler for Proxy {
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        if let Some((expired, identity)) = &self.expired {
+            let id = client_identity(&request);
+            expired.inherit(&id, &self.session);
+            if let Ok(mut held) = identity.lock() {
+                *held = id;
+            }
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
         Cow::Borrowed(self.versions)
     }
@@ -163,7 +214,7 @@ impl ServerHandler for Proxy {
     ) -> Result<ListToolsResult, ErrorData> {
         let turn = Self::turn_of(&context)?;
         let all = self.upstream.list_tools(self.config.call_timeout).await?;
-        let facts = self.session.offer_facts(&self.config, turn);
+        let facts = self.session.offer_facts(&self.config, turn.as_deref());
         Ok(tools::offered(&self.config.policy, &facts, all))
     }
 
@@ -176,15 +227,17 @@ impl ServerHandler for Proxy {
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
         let event = Event::BeforeTool {
             session: String::new(),
-            turn,
+            turn: turn.clone(),
             call_id: context.id.to_string(),
             tool: request.name.to_string(),
             args,
         };
         let (answer, relist) = self.session.with_state(|state| {
-            let before = state.latched.clone();
-            let answer = self.judge().handle_with(&event, state, &self.config.facts);
-            (answer, state.latched != before)
+            let before = state.current_latched().clone();
+            let answer =
+                self.judge()
+                    .handle_with(&event, state, &self.config.facts, session::NEW_IDS);
+            (answer, *state.current_latched() != before)
         });
         if relist {
             // The latches changed, so the listing did (a write now says it is disabled): tell
@@ -213,7 +266,7 @@ impl ServerHandler for Proxy {
         // or may have, and `called_before` learns whether it succeeded.
         if !matches!(outcome, Ok(CallToolResponse::InputRequired(_))) {
             self.session
-                .with_state(|state| state.record_call(&tool, ok));
+                .with_state(|state| state.record_call(&tool, ok, turn.as_deref()));
         }
         outcome
     }

@@ -1,30 +1,36 @@
-//! The state of one client connection: the turn, its latches, and the calls that ran.
+//! The state of one client connection: its turns, their latches, and the calls that ran.
 //!
-//! It is the hooks' [`SessionState`], kept in memory instead of on disk. Calls of one
-//! connection may be judged concurrently; the lock is held for one judgement (read the
-//! latches, decide, set them) and never across a call to upstream, so two calls cannot both
-//! be judged against the latch state from before either.
+//! It is the one turn model (`toolgate_turns::SessionTurns`), kept in memory per connection.
+//! An id in `_meta` that the connection has never seen is the host's signal of a new turn
+//! ([`NewIds::StartTurn`]); an id it has seen goes back to that turn, so two conversations
+//! interleaved on one connection each keep their own latches. Calls of one connection may be
+//! judged concurrently; the lock is held for one judgement (read the latches, decide, set
+//! them) and never across a call to upstream, so two calls cannot both be judged against the
+//! latch state from before either.
 
 use super::Config;
-use crate::hook::state::SessionState;
 use std::sync::Mutex;
 use toolgate_engine::{Facts, Latched};
+use toolgate_turns::{NewIds, SessionTurns};
+
+/// How the proxy reads a turn id it has not seen on this connection.
+pub const NEW_IDS: NewIds = NewIds::StartTurn;
 
 /// One connection's state, behind a lock.
 #[derive(Default)]
 pub struct Session {
-    state: Mutex<SessionState>,
+    state: Mutex<SessionTurns>,
 }
 
 impl Session {
     /// Runs `f` on the state with the lock held.
     ///
     /// A lock poisoned by a panic in another judgement leaves state that may have missed an
-    /// update, so the turn is taken as latched (fail closed) before `f` sees it.
-    pub fn with_state<T>(&self, f: impl FnOnce(&mut SessionState) -> T) -> T {
+    /// update, so the current turn is taken as latched (fail closed) before `f` sees it.
+    pub fn with_state<T>(&self, f: impl FnOnce(&mut SessionTurns) -> T) -> T {
         let mut guard = self.state.lock().unwrap_or_else(|poisoned| {
             let mut guard = poisoned.into_inner();
-            guard.latched = Latched::Flag(true);
+            guard.latch_current();
             guard
         });
         self.state.clear_poison();
@@ -32,13 +38,13 @@ impl Session {
     }
 
     /// The facts a `tools/list` is answered with: the configured facts, the stage, and the
-    /// latches of the current turn (`turn` starts a new one when it differs from the last).
-    pub fn offer_facts(&self, config: &Config, turn: Option<String>) -> Facts {
+    /// latches of the turn `turn` names (an unseen id starts one). Every latch when the turn
+    /// cannot be judged.
+    pub fn offer_facts(&self, config: &Config, turn: Option<&str>) -> Facts {
         let latched = self.with_state(|state| {
-            if turn.is_some() && turn != state.turn {
-                state.start_turn(turn);
-            }
-            state.latched.clone()
+            state
+                .place(&config.policy, turn, NEW_IDS)
+                .map_or(Latched::Flag(true), |placed| placed.latched)
         });
         Facts {
             stage: Some(config.stage.clone()),

@@ -127,7 +127,10 @@ pub async fn serve(
     let _ = tokio::time::timeout(drain, graceful.shutdown()).await;
 }
 
-/// Answers a connection over the cap with a JSON 503 and closes it.
+/// Answers a connection over the cap with a JSON 503 and closes it. A coding-agent hook
+/// request (`POST /v1/hooks/AGENT`) gets a 200 denial in the agent's format instead, since an
+/// agent runs the call on any other answer: the request head is read first (within the
+/// linger time) to tell which it is.
 fn refuse(stream: TcpStream, lingering: &Arc<Semaphore>, cap: usize) {
     let response = ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -135,17 +138,33 @@ fn refuse(stream: TcpStream, lingering: &Arc<Semaphore>, cap: usize) {
         format!("the server has {cap} connections open, its limit; retry shortly"),
     )
     .raw_response();
-    // The answer is far smaller than a socket buffer, so one non-blocking write sends it.
-    let _ = stream.try_write(&response);
     let Ok(slot) = lingering.clone().try_acquire_owned() else {
+        // The answer is far smaller than a socket buffer, so one non-blocking write sends it.
+        let _ = stream.try_write(&response);
         return;
     };
     tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = stream;
+        let mut head = [0u8; 512];
+        let mut got = 0;
+        let _ = tokio::time::timeout(REFUSAL_LINGER, async {
+            while got < head.len() && !head[..got].contains(&b'\n') {
+                match stream.read(&mut head[got..]).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got += n,
+                }
+            }
+        })
+        .await;
+        let answer = match super::hooks::agent_of_head(&head[..got]) {
+            Some(agent) => super::hooks::over_capacity(agent),
+            None => response,
+        };
+        let _ = stream.write_all(&answer).await;
         // Read what the client sent, so closing does not reset the connection before it
         // reads the answer.
-        let mut stream = stream;
         let _ = tokio::time::timeout(REFUSAL_LINGER, async {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
             let _ = stream.shutdown().await;
             let mut sink = [0u8; 4096];
             while let Ok(n) = stream.read(&mut sink).await {

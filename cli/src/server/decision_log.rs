@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
-use toolgate_engine::{DenyKind, LatchState, Origin, Request, Response};
+use toolgate_engine::{DenyKind, LatchState, Request, Response};
+use toolgate_turns::Origin;
 
 use super::metrics::Metrics;
 

@@ -4,7 +4,7 @@
 use super::api_error::ApiError;
 use super::metrics::Refusal;
 use super::state::AppState;
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
@@ -100,8 +100,14 @@ async fn admit(state: &AppState, req: Request) -> Result<Request, ApiError> {
             ),
         ));
     }
-    let (parts, body) = req.into_parts();
-    let limited = Limited::new(body, state.limits.body_bytes);
+    let (mut parts, body) = req.into_parts();
+    let hook = parts.uri.path().starts_with(super::hooks::PREFIX);
+    let limit = if hook {
+        state.limits.hook_body_bytes
+    } else {
+        state.limits.body_bytes
+    };
+    let limited = Limited::new(body, limit);
     let bytes = match tokio::time::timeout(state.http.body_timeout, limited.collect()).await {
         Err(_) => {
             return Err(refuse(
@@ -115,6 +121,13 @@ async fn admit(state: &AppState, req: Request) -> Result<Request, ApiError> {
                     ),
                 ),
             ))
+        }
+        Ok(Err(e)) if hook && e.downcast_ref::<LengthLimitError>().is_some() => {
+            // The hook handler answers in the agent's own format: a denial, not a 413 the
+            // agent would take as "run the call".
+            state.metrics.client_errors.fetch_add(1, Relaxed);
+            parts.extensions.insert(super::hooks::BodyTooLarge(limit));
+            Bytes::new()
         }
         Ok(Err(e)) => {
             state.metrics.client_errors.fetch_add(1, Relaxed);

@@ -1,26 +1,38 @@
 //! `POST /v1/hooks/{agent}`: coding-agent hook events over HTTP, for agents configured with
 //! HTTP hooks (Claude Code's `"type": "http"`). The same judge as `toolgate hook` (the
-//! `hook` module), with each session's state held in memory here instead of a file.
+//! `hook` module) over the same turn model (`toolgate_turns::SessionTurns`), with each
+//! session's state held in memory here ([`toolgate_turns::TurnsMap`]) instead of a file.
 //!
 //! An agent treats a failed HTTP hook as a non-blocking error, so the tool would run: every
 //! answer toolgate can still give is therefore a 200 carrying a decision, and anything that
-//! stops a pre-tool event from being judged (no policy, an unreadable body, a full store)
-//! is answered with a denial in the agent's own format.
+//! stops a pre-tool event from being judged (no policy, an unreadable or oversized body, a
+//! full store, an id over the length cap, a missing token, a full connection table) is
+//! answered with a denial in the agent's own format.
 
-use super::api_error::ApiError;
 use super::state::AppState;
 use crate::hook::agents::Agent;
-use crate::hook::state::SessionState;
-use crate::hook::{Answer, Judge};
+use crate::hook::{Answer, Event, Judge};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde_json::json;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use toolgate_engine::Latched;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use toolgate_turns::{TurnsMap, TurnsMapLimits};
+
+/// The path prefix of the hook endpoints.
+pub const PREFIX: &str = "/v1/hooks/";
+
+/// Longest agent session id taken, in bytes; agents send UUIDs.
+pub const MAX_SESSION_ID_BYTES: usize = 256;
+
+/// Marks a hook request whose body was over the hook body limit: the guard passes it on
+/// with no body, and the handler answers with a denial.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyTooLarge(pub usize);
 
 /// Query parameters of a hook endpoint.
 #[derive(serde::Deserialize)]
@@ -34,47 +46,15 @@ pub struct HookQuery {
     approve: bool,
 }
 
-/// Hook sessions by (agent, policy module, session id).
-pub struct HookSessions {
-    map: Mutex<HashMap<(Agent, String, String), SessionState>>,
-    max: usize,
-}
-
-impl HookSessions {
-    /// A store holding at most `max` sessions.
-    pub fn new(max: usize) -> Self {
-        HookSessions {
-            map: Mutex::new(HashMap::new()),
-            max: max.max(1),
-        }
-    }
-
-    /// Runs `f` on the session's state under the store's lock, so two events of one session
-    /// never interleave. `None` when the session is new and the store is full of sessions
-    /// holding a latch: those are never dropped (one with no latch is, and loses only its
-    /// `called_before` history, which then denies).
-    fn with<R>(
-        &self,
-        key: (Agent, String, String),
-        f: impl FnOnce(&mut SessionState) -> R,
-    ) -> Option<R> {
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if !map.contains_key(&key) && map.len() >= self.max {
-            let unlatched = map
-                .iter()
-                .find(|(_, s)| !latched(&s.latched))
-                .map(|(k, _)| k.clone());
-            map.remove(&unlatched?);
-        }
-        Some(f(map.entry(key).or_default()))
-    }
-}
-
-fn latched(l: &Latched) -> bool {
-    match l {
-        Latched::Flag(b) => *b,
-        Latched::ByName(m) => m.values().any(|b| *b),
-    }
+/// The hook sessions' store: bounded, ids capped, unlatched sessions expiring after `ttl`.
+pub fn sessions(max_sessions: usize, ttl: Duration, keep_latched: Duration) -> TurnsMap {
+    TurnsMap::new(TurnsMapLimits {
+        max_sessions,
+        // agent name, module name (an identifier) and session id, NUL-separated.
+        max_key_bytes: 32 + 256 + MAX_SESSION_ID_BYTES,
+        ttl,
+        keep_latched,
+    })
 }
 
 /// `POST /v1/hooks/{agent}`.
@@ -82,16 +62,25 @@ pub async fn hook(
     State(state): State<Arc<AppState>>,
     Path(agent): Path<String>,
     Query(query): Query<HookQuery>,
+    headers: HeaderMap,
+    too_large: Option<Extension<BodyTooLarge>>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
+) -> Response {
     let Some(agent) = Agent::from_name(&agent) else {
         let known: Vec<&str> = Agent::ALL.iter().map(|a| a.name()).collect();
-        return Err(ApiError::not_found(format!(
+        return super::api_error::ApiError::not_found(format!(
             "no hook for agent `{agent}`; there are {}",
             known.join(", ")
-        )));
+        ))
+        .into_response();
     };
-    let deny = |reason: String| Ok(answer(agent, &Answer::Deny { reason }));
+    let deny = |reason: String| answer(agent, &Answer::Deny { reason });
+    if let Some(Extension(BodyTooLarge(limit))) = too_large {
+        return deny(format!(
+            "Blocked: this tool call's hook event is over toolgate's {limit}-byte limit, so it \
+             cannot be judged. Split the work into smaller calls."
+        ));
+    }
     let text = match body {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(e) => {
@@ -104,8 +93,19 @@ pub async fn hook(
         Ok(event) => event,
         Err(e) => return deny(format!("Blocked: toolgate could not judge this call: {e}.")),
     };
+    if state.hook_token_missing(&headers) {
+        // Not applied to any session: a forged prompt event cannot end a latched turn.
+        return match event {
+            Event::BeforeTool { .. } => deny(
+                "Blocked: toolgate's hook endpoint needs `Authorization: Bearer TOKEN` (the \
+                 server's --admin-token); this call was not judged."
+                    .into(),
+            ),
+            _ => answer(agent, &Answer::Nothing),
+        };
+    }
     let Some(session) = event.session() else {
-        return Ok(answer(agent, &Answer::Nothing));
+        return answer(agent, &Answer::Nothing);
     };
     let set = state.store.snapshot();
     let policy = match query.policy.as_deref() {
@@ -119,19 +119,54 @@ pub async fn hook(
             super::routes::loaded_names(&set)
         ));
     };
+    if session.len() > MAX_SESSION_ID_BYTES {
+        return deny(format!(
+            "Blocked: the agent's session id is {} bytes long, more than toolgate's \
+             {MAX_SESSION_ID_BYTES}.",
+            session.len()
+        ));
+    }
     let judge = Judge::new(policy, query.stage, query.approve);
-    let key = (agent, policy.module().to_string(), session.to_string());
-    match state.hook_sessions.with(key, |s| judge.handle(&event, s)) {
-        Some(a) => Ok(answer(agent, &a)),
-        None => deny(
-            "Blocked: toolgate's hook session store is full of sessions holding a latch, so \
-             this new session cannot be tracked."
-                .into(),
-        ),
+    let key = format!("{}\0{}\0{session}", agent.name(), policy.module());
+    match state
+        .hook_sessions
+        .with(&key, Instant::now(), |s| judge.handle(&event, s))
+    {
+        Ok(a) => answer(agent, &a),
+        Err(e) => deny(format!("Blocked: toolgate cannot track this session: {e}.")),
     }
 }
 
 /// The agent's answer as a 200; `{}` when there is no decision.
 fn answer(agent: Agent, answer: &Answer) -> Response {
     Json(agent.render(answer).unwrap_or_else(|| json!({}))).into_response()
+}
+
+/// The raw HTTP answer to a hook request on a connection over the server's cap: a 200
+/// denial in `agent`'s format, so the agent blocks the call instead of running it.
+pub fn over_capacity(agent: Agent) -> Vec<u8> {
+    let reason = "Blocked: toolgate's server is at its connection limit, so this call could \
+                  not be judged. Retry shortly.";
+    let body = agent
+        .render(&Answer::Deny {
+            reason: reason.into(),
+        })
+        .unwrap_or_else(|| json!({}))
+        .to_string();
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// The agent a request head (`POST /v1/hooks/AGENT...`) names, if it is a hook request.
+pub fn agent_of_head(head: &[u8]) -> Option<Agent> {
+    let line = head.split(|b| *b == b'\r' || *b == b'\n').next()?;
+    let rest = line.strip_prefix(b"POST ")?;
+    let path = rest.split(|b| *b == b' ').next()?;
+    let path = std::str::from_utf8(path).ok()?;
+    let name = path.strip_prefix(PREFIX)?;
+    let name = name.split(['?', '/']).next()?;
+    Agent::from_name(name)
 }

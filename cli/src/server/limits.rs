@@ -8,6 +8,9 @@ use toolgate_engine::{OfferRequest, Request};
 pub struct Limits {
     /// Largest body, in bytes.
     pub body_bytes: usize,
+    /// Largest hook event body (`/v1/hooks`), in bytes: an agent sends a whole file's
+    /// content with a write, and one over the limit is answered with a denial.
+    pub hook_body_bytes: usize,
     /// Most calls in one batch.
     pub calls: usize,
     /// Most messages in `facts.messages`.
@@ -24,6 +27,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             body_bytes: 1 << 20,
+            hook_body_bytes: 32 << 20,
             calls: 256,
             messages: 10_000,
             tools: 1024,

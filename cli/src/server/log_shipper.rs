@@ -130,7 +130,7 @@ struct EventResult<'a> {
     latched: &'a toolgate_engine::LatchState,
     policy: &'a str,
     revision: &'a str,
-    session_state: Option<toolgate_engine::Origin>,
+    session_state: Option<toolgate_turns::Origin>,
 }
 
 #[derive(Serialize)]

@@ -39,7 +39,8 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use toolgate_engine::{PolicyStore, SessionLimits, SessionStore};
+use toolgate_engine::PolicyStore;
+use toolgate_turns::{SessionLimits, SessionStore};
 use turn_state::TurnState;
 
 /// Everything `serve` needs.
@@ -96,7 +97,10 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/v1/decide", post(routes::decide))
         .route("/v1/data/{module}/decide", post(routes::data_decide))
         .route("/v1/offer", post(routes::offer))
-        .route("/v1/hooks/{agent}", post(hooks::hook))
+        .route(
+            "/v1/hooks/{agent}",
+            post(hooks::hook).layer(DefaultBodyLimit::max(state.limits.hook_body_bytes)),
+        )
         .route("/v1/check", post(routes::check))
         .route("/v1/reload", post(routes::reload))
         .route("/v1/policies", get(routes::policies))
@@ -150,7 +154,11 @@ pub async fn run(config: Config) -> Result<(), String> {
     let state = Arc::new(AppState {
         store: PolicyStore::default(),
         sessions,
-        hook_sessions: hooks::HookSessions::new(config.sessions.max_sessions),
+        hook_sessions: hooks::sessions(
+            config.sessions.max_sessions,
+            config.sessions.ttl,
+            config.sessions.keep_expired,
+        ),
         metrics: Default::default(),
         log,
         limits: config.limits,
@@ -239,7 +247,9 @@ async fn sweep(state: Arc<AppState>, ttl: Duration) {
     let every = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
     loop {
         tokio::time::sleep(every).await;
-        state.sessions.expire(Instant::now());
+        let now = Instant::now();
+        state.sessions.expire(now);
+        state.hook_sessions.expire(now);
     }
 }
 

@@ -18,9 +18,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 use toolgate_engine::{
-    OfferRequest, Origin, Policy, PolicySet, Request, RequestError, Response as Decided,
-    SessionError,
+    OfferRequest, Policy, PolicySet, Request, RequestError, Response as Decided,
 };
+use toolgate_turns::{Origin, SessionError};
 
 type Shared = State<Arc<AppState>>;
 

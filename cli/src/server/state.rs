@@ -22,8 +22,8 @@ pub struct AppState {
     pub store: PolicyStore,
     /// Turn-scoped latch state by session: in memory, or in a shared store.
     pub sessions: TurnState,
-    /// Coding-agent hook sessions (`/v1/hooks/{agent}`).
-    pub hook_sessions: super::hooks::HookSessions,
+    /// Coding-agent hook sessions (`/v1/hooks/{agent}`), in the one turn model.
+    pub hook_sessions: toolgate_turns::TurnsMap,
     /// Counters and histograms.
     pub metrics: Metrics,
     /// The decision log.
@@ -100,6 +100,13 @@ impl AppState {
                 "admin endpoints are disabled when listening beyond loopback without --admin-token",
             )),
         }
+    }
+
+    /// True when `--admin-token` is set and `headers` do not carry it: a hook event that
+    /// could otherwise be forged (a `UserPromptSubmit` that ends a latched turn) is not
+    /// judged.
+    pub fn hook_token_missing(&self, headers: &HeaderMap) -> bool {
+        self.admin_token.is_some() && self.admin(headers).is_err()
     }
 
     /// Recompiles the whole directory (or fetches the bundle, with `--bundle`) and swaps it

@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 use toolgate_bench::documents::bench_documents;
 use toolgate_bench::engines::toolgate;
 use toolgate_bench::BenchError;
-use toolgate_engine::{Request, SessionLimits, SessionStore};
+use toolgate_engine::Request;
+use toolgate_turns::{SessionLimits, SessionStore};
 
 /// Sessions stored for the per-session figure.
 pub const SESSIONS: usize = 10_000;

@@ -17,11 +17,12 @@ mod stats;
 
 use redis_store::{RedisStore, Reply};
 use std::time::Instant;
-use toolgate_engine::{Carried, Latched, Origin, Policy, Response, SessionError, SessionStore};
+use toolgate_engine::{Latched, Policy, Response};
+use toolgate_turns::{Carried, Origin, SessionError, SessionStore};
 
 /// The store of turn state.
 pub enum TurnState {
-    /// This process's memory (`engine::SessionStore`), swept by the server.
+    /// This process's memory (`toolgate_turns::SessionStore`), swept by the server.
     Memory(SessionStore),
     /// A Redis or Valkey store shared by replicas.
     Redis(Box<RedisStore>),

@@ -28,8 +28,8 @@ use rustls::sign::CertifiedKey;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use toolgate_engine::{Carried, LatchState, Origin, Policy, SessionLimits, MAX_LATCHED_TURNS};
-use toolgate_engine::{Latched, RECENT_TURNS};
+use toolgate_engine::{LatchState, Latched, Policy};
+use toolgate_turns::{Carried, Origin, SessionLimits, MAX_LATCHED_TURNS, RECENT_TURNS};
 
 /// The shared store could not be read or written in time.
 #[derive(Debug, Clone, PartialEq, Eq)]

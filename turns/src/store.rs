@@ -1,4 +1,6 @@
-//! Turn-scoped latch state kept for executors that would rather not carry it themselves.
+//! The memory backend of `/v1/decide`: turn-scoped latch state kept for executors that
+//! would rather not carry it themselves, keyed by (policy, session, turn) with the turn ids
+//! the executor names.
 //!
 //! The store never reads a clock: callers pass `now`. Its one rule is that no sequence of
 //! calls makes a batch of a latched turn be judged unlatched; everything below follows from
@@ -17,9 +19,6 @@
 //! - State is stored by latch name. Carried into a policy that no longer declares a stored
 //!   name (a reload renamed or removed it), every latch is set for the rest of the turn.
 
-use crate::policy::Policy;
-use crate::request::Latched;
-use crate::response::LatchState;
 use dashmap::mapref::entry::Entry as MapEntry;
 use dashmap::DashMap;
 use std::collections::hash_map::RandomState;
@@ -28,6 +27,7 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use toolgate_engine::{LatchState, Latched, Policy};
 
 /// Turns per session whose exact latch state is kept.
 pub const RECENT_TURNS: usize = 4;
