@@ -1504,3 +1504,216 @@ fn a_call_the_client_cancels_is_cancelled_upstream_too() {
         "contents of x"
     );
 }
+
+/// Two conversations interleaved on one connection, each naming its turn: chat A fetches,
+/// chat B makes a call, then chat A's write is still refused (issue 20, item 1).
+#[test]
+fn interleaved_turns_on_one_connection_keep_their_own_latch() {
+    if !python_ready() {
+        return;
+    }
+    let s = Setup::new("interleaved");
+    let w = json!({"path": "a", "text": "x"});
+    let (_, out) = s.client(
+        &[],
+        vec![
+            call_in_turn("read_file", json!({"path": "a"}), json!("chat-b")),
+            call_in_turn(
+                "fetch_url",
+                json!({"url": "https://docs.rs/"}),
+                json!("chat-a"),
+            ),
+            call_in_turn("read_file", json!({"path": "b"}), json!("chat-b")),
+            call_in_turn("write_file", w.clone(), json!("chat-a")), // 3: A is latched
+            call_in_turn("write_file", w.clone(), json!("chat-b")), // 4: B is not
+        ],
+    );
+    assert!(assert_refused(&out[3]).contains("latch `untrusted`"));
+    assert_passed(&out[4], "wrote 1 bytes to a");
+    assert_eq!(
+        s.reached(),
+        ["read_file", "fetch_url", "read_file", "write_file"]
+    );
+}
+
+/// A raw Streamable HTTP exchange: the status line, the `Mcp-Session-Id` answered, and the
+/// JSON-RPC message (the last `data:` line of an event stream, or the body).
+fn mcp_exchange(
+    addr: &str,
+    session: Option<&str>,
+    extra: &[(&str, &str)],
+    body: &Value,
+) -> (String, Option<String>, Value) {
+    use std::net::TcpStream;
+    let body = body.to_string();
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    if let Some(id) = session {
+        request.push_str(&format!("Mcp-Session-Id: {id}\r\n"));
+    }
+    for (k, v) in extra {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(&body);
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    let (head, rest) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head.lines().next().unwrap_or_default().to_string();
+    let session = head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| v.trim().to_string())
+    });
+    let message = rest
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .last()
+        .or_else(|| {
+            // A chunked or plain JSON body: the first JSON object in it.
+            let start = rest.find('{')?;
+            serde_json::Deserializer::from_str(&rest[start..])
+                .into_iter::<Value>()
+                .next()?
+                .ok()
+        })
+        .unwrap_or(Value::Null);
+    (status, session, message)
+}
+
+/// Opens an MCP session as client `name`; returns its id.
+fn mcp_open(addr: &str, name: &str) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": name, "version": "1.0"}}});
+    let (status, session, message) = mcp_exchange(addr, None, &[], &init);
+    assert!(status.contains(" 200 "), "{status} {message}");
+    let session = session.unwrap_or_else(|| panic!("no session id: {message}"));
+    let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, _) = mcp_exchange(addr, Some(&session), &[], &done);
+    assert!(
+        status.contains(" 202 ") || status.contains(" 200 "),
+        "{status}"
+    );
+    session
+}
+
+/// A `tools/call` in `session`, in turn `turn` when given: the JSON-RPC answer.
+fn mcp_call(addr: &str, session: &str, tool: &str, args: Value, turn: Option<&str>) -> Value {
+    let mut params = json!({"name": tool, "arguments": args});
+    if let Some(t) = turn {
+        params["_meta"] = json!({"io.toolgate/turn": t});
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+    mcp_exchange(addr, Some(session), &[], &body).2
+}
+
+fn refused_by_latch(answer: &Value) -> bool {
+    answer["result"]["isError"] == true
+        && answer["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("latch `untrusted`"))
+}
+
+/// `mcp --listen` bounds its sessions, and a session that ends does not take its latch with
+/// it: re-initialising (what a client does on the 404 after the idle keep-alive) stays
+/// latched for the same turn id, and for the same client identity when it named no turn.
+/// `Origin` is checked (issue 20, items 5 and 10; issue 22, item 3).
+#[test]
+fn listener_sessions_are_bounded_and_an_ended_session_leaves_its_latch() {
+    if !python_ready() {
+        return;
+    }
+    let s = Setup::new("listen-expiry");
+    let mut command = s.command(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--session-idle",
+        "1s",
+        "--max-sessions",
+        "2",
+    ]);
+    let program = command.remove(0);
+    let mut proxy = Killed(
+        Command::new(program)
+            .args(&command)
+            .env("CALL_LOG", s.call_log())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stderr = proxy.0.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let banner = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    let addr = banner
+        .split_once("serving MCP at http://")
+        .unwrap_or_else(|| panic!("{banner}"))
+        .1
+        .trim_end_matches("/mcp")
+        .to_string();
+    let fetch = json!({"url": "https://docs.rs/"});
+    let write = json!({"path": "a", "text": "x"});
+    let read = json!({"path": "a"});
+
+    // A foreign Origin is refused before anything else.
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "x", "version": "1"}}});
+    let (status, _, message) =
+        mcp_exchange(&addr, None, &[("Origin", "http://evil.example")], &init);
+    assert!(status.contains(" 403 "), "{status} {message}");
+
+    // Session 1 latches turn t1 (with ids) and session 2 latches with no id at all.
+    let one = mcp_open(&addr, "host-a");
+    mcp_call(&addr, &one, "read_file", read.clone(), Some("t1"));
+    mcp_call(&addr, &one, "fetch_url", fetch.clone(), Some("t1"));
+    let two = mcp_open(&addr, "host-b");
+    mcp_call(&addr, &two, "read_file", read.clone(), None);
+    mcp_call(&addr, &two, "fetch_url", fetch.clone(), None);
+    // The cap: a third session is refused with a JSON-RPC error.
+    let (status, _, message) = mcp_exchange(&addr, None, &[], &init);
+    assert!(status.contains(" 503 "), "{status} {message}");
+    assert_eq!(message["error"]["code"], -32000, "{message}");
+    assert_eq!(message["id"], 0, "{message}");
+
+    // Both go idle past --session-idle and are closed.
+    std::thread::sleep(Duration::from_millis(2500));
+    let gone = mcp_call(&addr, &one, "read_file", read.clone(), Some("t1"));
+    assert_ne!(
+        gone["result"]["content"][0]["text"], "contents of a",
+        "{gone}"
+    );
+
+    // Re-initialised, turn t1 is still latched; a new turn is not.
+    let again = mcp_open(&addr, "host-a");
+    mcp_call(&addr, &again, "read_file", read.clone(), Some("t1"));
+    let answer = mcp_call(&addr, &again, "write_file", write.clone(), Some("t1"));
+    assert!(refused_by_latch(&answer), "{answer}");
+    let answer = mcp_call(&addr, &again, "write_file", write.clone(), Some("t2"));
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    // The id-less client's next session starts latched; another client's does not.
+    let b_again = mcp_open(&addr, "host-b");
+    mcp_call(&addr, &b_again, "read_file", read.clone(), None);
+    let answer = mcp_call(&addr, &b_again, "write_file", write.clone(), None);
+    assert!(refused_by_latch(&answer), "{answer}");
+    std::thread::sleep(Duration::from_millis(2500));
+    let c = mcp_open(&addr, "host-c");
+    mcp_call(&addr, &c, "read_file", read.clone(), None);
+    let answer = mcp_call(&addr, &c, "write_file", write, None);
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+}

@@ -16,7 +16,15 @@ use std::time::{Duration, Instant};
 /// `fetch` (ingest) sets `tainted`, which blocks `send`; `look` no latch touches.
 const POLICY: &str = "module gate\ningest fetch\nwrite send\nread look\nstage main { tools [fetch, look, send] }\nlatch tainted { set_by [fetch] blocks [send] }\n";
 
+/// A replica of a fleet whose store is new (`--state-new`).
 fn replica(tag: &str, redis: &Redis, extra: &[&str]) -> Server {
+    let mut args = vec!["--state-new"];
+    args.extend_from_slice(extra);
+    later_replica(tag, redis, &args)
+}
+
+/// A replica started without declaring the store new, as every start after the first is.
+fn later_replica(tag: &str, redis: &Redis, extra: &[&str]) -> Server {
     let url = redis.url();
     let mut args = vec!["--state", &url, "--state-timeout-ms", "2000"];
     args.extend_from_slice(extra);
@@ -306,7 +314,7 @@ fn a_slow_store_times_out_and_fails_closed() {
     let a = start(
         "state-slow",
         &[("gate.gate", POLICY)],
-        &["--state", &url, "--state-timeout-ms", "200"],
+        &["--state", &url, "--state-new", "--state-timeout-ms", "200"],
     );
     decide(&a.addr, &call("t1", &["look"]));
     // Every client of the store is held for 3 s: each round trip now outlasts the timeout.
@@ -339,7 +347,7 @@ fn a_store_down_at_start_up_fails_closed_until_it_is_up() {
     let a = start(
         "state-late",
         &[("gate.gate", POLICY)],
-        &["--state", &url, "--state-timeout-ms", "300"],
+        &["--state", &url, "--state-new", "--state-timeout-ms", "300"],
     );
     let v = decide(&a.addr, &call("t1", &["send", "look"]));
     assert_eq!(verdicts(&v), [pair(false, "state"), pair(true, "")], "{v}");
@@ -398,4 +406,95 @@ fn a_full_store_refuses_writes_and_toolgate_fails_closed_rather_than_evict() {
     expect(&v, &[(false, "latch")], "carried");
     let v = decide(&a.addr, &call("t2", &["send"]));
     expect(&v, &[(true, "")], "new");
+}
+
+/// A restart from an older snapshot (the RDB persistence Debian's package enables) keeps the
+/// marker and loses the latch set since: the counter written with every latch went back,
+/// so the turn stays latched, for this replica and for one started after the restore
+/// (issue 20, item 7).
+#[test]
+fn a_store_restored_from_an_older_snapshot_keeps_the_turn_latched() {
+    if !redis_available() {
+        return;
+    }
+    let mut redis = Redis::start("snapshot", false);
+    let a = replica("state-snap-a", &redis, &[]);
+    decide(&a.addr, &call("t0", &["fetch"]));
+    assert_eq!(redis.command(&["SAVE"]).as_deref(), Some("+OK"));
+    decide(&a.addr, &call("t1", &["look"]));
+    decide(&a.addr, &call("t1", &["fetch"]));
+    redis.kill();
+    redis.restart();
+    wait_health(&a.addr, true);
+    let v = decide(&a.addr, &call("t1", &["send"]));
+    expect(&v, &[(false, "latch")], "expired");
+    let b = later_replica("state-snap-b", &redis, &[]);
+    let v = decide(&b.addr, &call("t2", &["send"]));
+    expect(&v, &[(false, "latch")], "expired");
+    let v = decide(&b.addr, &call("t1", &["send"]));
+    expect(&v, &[(false, "latch")], "carried");
+}
+
+/// A replica started after a FLUSHALL does not take the empty store as new, and what it
+/// writes before a replica that knew the store sees the loss is not trusted either.
+#[test]
+fn a_flushed_store_is_not_taken_as_new() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start("flush", false);
+    let a = replica("state-flush-a", &redis, &[]);
+    decide(&a.addr, &call("t1", &["fetch"]));
+    assert_eq!(redis.command(&["FLUSHALL"]).as_deref(), Some("+OK"));
+    let b = later_replica("state-flush-b", &redis, &[]);
+    let v = decide(&b.addr, &call("t1", &["send"]));
+    expect(&v, &[(false, "latch")], "expired");
+    let v = decide(&a.addr, &call("t1", &["send"]));
+    expect(&v, &[(false, "latch")], "carried");
+    // Declared new, a replica started on an empty store judges new turns clear.
+    assert_eq!(redis.command(&["FLUSHALL"]).as_deref(), Some("+OK"));
+    let c = replica("state-flush-c", &redis, &[]);
+    let v = decide(&c.addr, &call("t9", &["send"]));
+    expect(&v, &[(true, "")], "new");
+}
+
+/// An eviction policy that can drop session keys stops the server at start-up, naming the
+/// setting; a store that keeps every key is started with a word on its persistence.
+#[test]
+fn an_evicting_store_is_refused_and_persistence_is_announced() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start("evict", false);
+    let ok = replica("state-evict-ok", &redis, &[]);
+    assert!(
+        ok.startup
+            .iter()
+            .any(|l| l.contains("AOF off") && l.contains("RDB snapshots off")),
+        "{:?}",
+        ok.startup
+    );
+    assert_eq!(
+        redis
+            .command(&["CONFIG", "SET", "maxmemory-policy", "volatile-lru"])
+            .as_deref(),
+        Some("+OK")
+    );
+    let dir = temp_dir("state-evict");
+    std::fs::write(dir.join("gate.gate"), POLICY).unwrap();
+    let url = redis.url();
+    let (code, err) = serve_refused(&[
+        dir.to_str().unwrap(),
+        "--addr",
+        "127.0.0.1:0",
+        "--state",
+        &url,
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("maxmemory-policy")
+            && err.contains("volatile-lru")
+            && err.contains("noeviction"),
+        "{err}"
+    );
 }

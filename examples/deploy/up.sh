@@ -36,10 +36,12 @@ pids+=($!)
 
 # 2. Bundles: the bundle server goes here (docs/deploy.md, "Bundles").
 
-# 3. Two replicas over the same policies and the same store.
+# 3. Two replicas over the same policies and the same store. The store was started empty just
+#    above, so it is declared new (`--state-new`); a later start must not say so, or a store
+#    that was flushed would be taken as new too.
 for port in "$PORT_A" "$PORT_B"; do
   "$TOOLGATE" serve "$POLICIES" --addr "127.0.0.1:$port" --log off \
-    --state "redis://127.0.0.1:$REDIS_PORT/0" --state-timeout-ms 100 2>"$work/toolgate-$port.log" &
+    --state "redis://127.0.0.1:$REDIS_PORT/0" --state-new --state-timeout-ms 100 2>"$work/toolgate-$port.log" &
   pids+=($!)
 done
 

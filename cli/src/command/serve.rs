@@ -136,6 +136,12 @@ pub struct Args {
     /// Prefix of every key written to the --state store, so several fleets can share it.
     #[arg(long, default_value = "toolgate", value_parser = key_prefix)]
     state_prefix: String,
+    /// Declares the --state store new: one with no toolgate marker is taken as never used.
+    /// Without it, a store with no marker may be one that was flushed or restarted empty,
+    /// and turns it does not hold are judged latched for TTL + keep-expired. Give it for the
+    /// first start of a fleet only, not in a standing configuration.
+    #[arg(long, requires = "state")]
+    state_new: bool,
     /// PEM file of the CA certificates a `rediss://` store's certificate must chain to,
     /// instead of the system's trust store (for a private CA).
     #[arg(long, value_name = "FILE")]
@@ -236,6 +242,7 @@ pub fn config(args: &Args) -> Config {
                 ca: args.state_ca.clone(),
                 client: args.state_cert.clone().zip(args.state_key.clone()),
             },
+            declared_new: args.state_new,
         }),
         widening: args.reload,
     }

@@ -1,6 +1,7 @@
-//! What a `--listen` session leaves behind when it ends (the client deletes it, or it is
-//! idle past `--session-idle`): the fingerprints of its latched turns, and, for a session
-//! whose latched turn had no id, its client's identity.
+//! What a `--listen` session leaves behind when it ends: the fingerprints of its latched
+//! turns (whether the client deleted it or it was idle past `--session-idle`), and, when it
+//! expired by idleness with a latched turn that had no id, its client's identity. A session
+//! the client closes itself ends its conversation, as a closed stdio connection does.
 //!
 //! A client that re-initialises after its session expired (the Streamable HTTP spec's answer
 //! to a 404) gets a new session. Without this, that session would start unlatched and the
@@ -19,11 +20,14 @@ const TURN_IDS: &str = "\0turn-ids";
 /// The fingerprints of ended sessions.
 pub struct Expired {
     map: TurnsMap,
+    /// `--session-idle`: a session dropped this long after its last request expired.
+    idle: Duration,
 }
 
 impl Expired {
-    /// A store keeping what it is given for `keep`, for at most `max_clients` identities.
-    pub fn new(keep: Duration, max_clients: usize) -> Self {
+    /// A store keeping what it is given for `keep`, for at most `max_clients` identities, of
+    /// sessions closed after `idle` without a request.
+    pub fn new(keep: Duration, max_clients: usize, idle: Duration) -> Self {
         Expired {
             map: TurnsMap::new(TurnsMapLimits {
                 max_sessions: max_clients.saturating_add(1),
@@ -31,13 +35,16 @@ impl Expired {
                 ttl: Duration::ZERO,
                 keep_latched: keep,
             }),
+            idle,
         }
     }
 
-    /// Records what `session` of client `identity` held, if it held a latch.
-    pub fn bury(&self, identity: &str, session: &Session) {
+    /// Records what `session` of client `identity` held, if it held a latch; `last_request`
+    /// tells an expired session from one its client closed.
+    pub fn bury(&self, identity: &str, session: &Session, last_request: Instant) {
+        let expired = last_request.elapsed() + Duration::from_millis(250) >= self.idle;
         let (keys, latched_without_id) = session.with_state(|s| {
-            let unnamed = s.current_latched().any() && s.fingerprints().is_empty();
+            let unnamed = expired && s.current_latched().any() && s.fingerprints().is_empty();
             (s.fingerprints(), unnamed)
         });
         let now = Instant::now();

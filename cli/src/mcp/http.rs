@@ -66,7 +66,11 @@ pub async fn serve(config: Arc<Config>, upstream: Upstream, listen: &Listen) -> 
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(listen.idle);
     let manager = Arc::new(manager);
-    let expired = Arc::new(Expired::new(listen.keep_expired, listen.max_sessions));
+    let expired = Arc::new(Expired::new(
+        listen.keep_expired,
+        listen.max_sessions,
+        listen.idle,
+    ));
     let service = StreamableHttpService::new(
         move || {
             Ok(Proxy::for_http_session(

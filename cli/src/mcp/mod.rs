@@ -82,6 +82,8 @@ pub struct Proxy {
     versions: &'static [ProtocolVersion],
     /// Over `--listen`: what ended sessions left, and this session's client identity.
     expired: Option<(Arc<Expired>, Mutex<String>)>,
+    /// When the client last sent a request (tells an idle expiry from a close).
+    last_request: Mutex<std::time::Instant>,
 }
 
 impl Proxy {
@@ -94,6 +96,7 @@ impl Proxy {
             session: Session::default(),
             versions: ProtocolVersion::KNOWN_VERSIONS,
             expired: None,
+            last_request: Mutex::new(std::time::Instant::now()),
         }
     }
 
@@ -112,6 +115,7 @@ impl Proxy {
             session: Session::default(),
             versions: ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE),
             expired: Some((expired, Mutex::new(String::new()))),
+            last_request: Mutex::new(std::time::Instant::now()),
         }
     }
 
@@ -128,6 +132,13 @@ impl Proxy {
                 ),
                 None,
             )),
+        }
+    }
+
+    /// Notes that the client sent a request now.
+    fn touch(&self) {
+        if let Ok(mut t) = self.last_request.lock() {
+            *t = std::time::Instant::now();
         }
     }
 
@@ -160,7 +171,12 @@ impl Drop for Proxy {
     fn drop(&mut self) {
         if let Some((expired, identity)) = &self.expired {
             let identity = identity.lock().map(|i| i.clone()).unwrap_or_default();
-            expired.bury(&identity, &self.session);
+            let last = self
+                .last_request
+                .lock()
+                .map(|t| *t)
+                .unwrap_or_else(|_| std::time::Instant::now());
+            expired.bury(&identity, &self.session, last);
         }
     }
 }
@@ -212,6 +228,7 @@ impl ServerHandler for Proxy {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.touch();
         let turn = Self::turn_of(&context)?;
         let all = self.upstream.list_tools(self.config.call_timeout).await?;
         let facts = self.session.offer_facts(&self.config, turn.as_deref());
@@ -223,6 +240,7 @@ impl ServerHandler for Proxy {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.touch();
         let turn = Self::turn_of(&context)?;
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
         let event = Event::BeforeTool {
@@ -268,6 +286,7 @@ impl ServerHandler for Proxy {
             self.session
                 .with_state(|state| state.record_call(&tool, ok, turn.as_deref()));
         }
+        self.touch();
         outcome
     }
 

@@ -184,7 +184,11 @@ pub async fn run(config: Config) -> Result<(), String> {
     });
     // A failed first load still starts the server: /health says 503 until a reload works.
     let _ = state.clone().reload("startup").await;
-    state.sessions.announce().await;
+    state
+        .sessions
+        .announce()
+        .await
+        .map_err(|e| format!("--state: {e}"))?;
     // Handlers go in before the announcement: a signal sent the moment a supervisor reads
     // it must reach them, not the default action (which would skip the log flush).
     let stop = crate::signals::Stop::install()?;

@@ -10,7 +10,7 @@ use serde_json::json;
 use std::path::Path;
 
 fn replica(tag: &str, url: &str, extra: &[&str]) -> Server {
-    let mut args = vec!["--state", url, "--state-timeout-ms", "2000"];
+    let mut args = vec!["--state", url, "--state-new", "--state-timeout-ms", "2000"];
     args.extend_from_slice(extra);
     start(tag, &[("gate.gate", POLICY)], &args)
 }

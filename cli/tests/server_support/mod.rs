@@ -22,6 +22,8 @@ pub struct Server {
     pub child: Child,
     pub addr: String,
     pub dir: PathBuf,
+    /// What the server printed before it listened.
+    pub startup: Vec<String>,
 }
 
 impl Drop for Server {
@@ -63,18 +65,25 @@ pub fn start(tag: &str, files: &[(&str, &str)], extra: &[&str]) -> Server {
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     let mut lines = BufReader::new(stderr).lines();
+    let mut startup = Vec::new();
     let addr = loop {
         let line = lines
             .next()
-            .expect("server exited before listening")
+            .unwrap_or_else(|| panic!("server exited before listening: {startup:?}"))
             .unwrap();
         if let Some(rest) = line.strip_prefix("toolgate: listening on http://") {
             break rest.trim().to_string();
         }
+        startup.push(line);
     };
     // Keep draining stderr so the server never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
-    Server { child, addr, dir }
+    Server {
+        child,
+        addr,
+        dir,
+        startup,
+    }
 }
 
 /// One request per connection, `Content-Type: application/json` and `Connection: close`.

@@ -2,12 +2,13 @@
 -- latches the batch sets by itself unioned in. Nothing here removes a latch: a turn's value
 -- only grows by union, and a turn leaves the hash only into KEYS[2] when it had any, so two
 -- replicas racing on one turn end with the union of both.
--- ARGV[6] own latches, ARGV[7] recent turns kept, ARGV[8] most forgotten latched turns.
+-- ARGV[8] own latches, ARGV[9] recent turns kept, ARGV[10] most forgotten latched turns.
 -- Reply {"too_many"} when a new turn would push out one latched turn too many.
 
-local own = ARGV[6]
-local recent_max, old_max = tonumber(ARGV[7]), tonumber(ARGV[8])
-local in_loss, epoch = marker(true)
+local own = ARGV[8]
+local recent_max, old_max = tonumber(ARGV[9]), tonumber(ARGV[10])
+local in_loss, epoch, lost_at, seq = marker(true)
+local wrote_latch = false
 
 local order = {}
 local raw = redis.call('HGET', KEYS[1], 'order')
@@ -18,7 +19,7 @@ if now - seen > ttl then
   for _, id in ipairs(order) do
     local l = redis.call('HGET', KEYS[1], 't:' .. id)
     if l and l ~= '' then redis.call('SADD', KEYS[2], id) end
-    redis.call('HDEL', KEYS[1], 't:' .. id)
+    redis.call('HDEL', KEYS[1], 't:' .. id, 'f:' .. id)
   end
   order = {}
   redis.call('HDEL', KEYS[1], 'order')
@@ -26,10 +27,20 @@ end
 
 local origin, carried
 local held = redis.call('HGET', KEYS[1], 't:' .. turn)
-if held then
+local first = tonumber(redis.call('HGET', KEYS[1], 'f:' .. turn) or '0')
+if held and in_loss and first < lost_at then
+  -- Written before the loss was seen: it may have lost latches since, or have been written
+  -- by a replica that did not know. Every latch, and trusted from now on.
+  origin, carried = 'expired', '*'
+  redis.call('HSET', KEYS[1], 't:' .. turn, '*', 'f:' .. turn, now)
+  wrote_latch = true
+elseif held then
   origin, carried = 'carried', held
   local after = union(held, own)
-  if after ~= held then redis.call('HSET', KEYS[1], 't:' .. turn, after) end
+  if after ~= held then
+    redis.call('HSET', KEYS[1], 't:' .. turn, after)
+    wrote_latch = true
+  end
 else
   if redis.call('SISMEMBER', KEYS[2], turn) == 1 then
     origin, carried = 'expired', '*'
@@ -48,11 +59,14 @@ else
     end
     table.remove(order, 1)
     if latched then redis.call('SADD', KEYS[2], out) end
-    redis.call('HDEL', KEYS[1], 't:' .. out)
+    redis.call('HDEL', KEYS[1], 't:' .. out, 'f:' .. out)
   end
   order[#order + 1] = turn
-  redis.call('HSET', KEYS[1], 't:' .. turn, union(carried, own), 'order', cjson.encode(order))
+  local value = union(carried, own)
+  redis.call('HSET', KEYS[1], 't:' .. turn, value, 'f:' .. turn, now, 'order', cjson.encode(order))
+  wrote_latch = value ~= ''
 end
+if wrote_latch then seq = redis.call('HINCRBY', KEYS[3], 'seq', 1) end
 redis.call('HSET', KEYS[1], 'seen', now)
 
 -- A session that holds no latch goes after the TTL; one that does, after TTL + keep.
@@ -70,4 +84,4 @@ local life = ttl
 if holds then life = ttl + keep end
 redis.call('PEXPIRE', KEYS[1], life)
 if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], life) end
-return {origin, carried, epoch}
+return {origin, carried, epoch, tostring(seq)}

@@ -117,17 +117,29 @@ impl TurnState {
         }
     }
 
-    /// Says on standard error where turn state is kept and whether a shared store answers
-    /// (the server starts either way, and judges fail-closed until it does).
-    pub async fn announce(&self) {
-        if let TurnState::Redis(store) = self {
-            let up = if store.ping().await {
-                "up"
-            } else {
-                "down: judging fail-closed until it answers"
-            };
-            eprintln!("toolgate: turn state in redis ({up})");
+    /// Says on standard error where turn state is kept, whether a shared store answers and
+    /// what its persistence means for latches (the server starts either way, and judges
+    /// fail-closed until it answers). Refuses a store whose eviction policy can drop
+    /// session keys.
+    pub async fn announce(&self) -> Result<(), String> {
+        let TurnState::Redis(store) = self else {
+            return Ok(());
+        };
+        match store.inspect().await {
+            Ok(found) => {
+                if let Some(policy) = &found.evicting {
+                    return Err(redis_store::evicting_error(policy));
+                }
+                eprintln!(
+                    "toolgate: turn state in redis (up); {}",
+                    found.persistence()
+                );
+            }
+            Err(_) => eprintln!(
+                "toolgate: turn state in redis (down: judging fail-closed until it answers and its eviction policy is checked)"
+            ),
         }
+        Ok(())
     }
 
     /// The store's metrics, appended to `/metrics`.

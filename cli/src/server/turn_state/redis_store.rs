@@ -54,6 +54,9 @@ pub struct RedisConfig {
     pub prefix: String,
     /// TLS material for a `rediss://` store (files, read when the store is opened).
     pub tls: StoreTls,
+    /// The operator declared the store new (`--state-new`): a store with no marker is taken
+    /// as never used, not as one that lost its data.
+    pub declared_new: bool,
 }
 
 /// Files for TLS to the store: `--state-ca`, and `--state-cert` with `--state-key`.
@@ -138,9 +141,14 @@ pub struct RedisStore {
     timeout: Duration,
     prefix: String,
     limits: SessionLimits,
-    /// The store epoch this replica has seen ("" before its first answer): how a restart that
-    /// lost the data is told from a store that never had any.
-    epoch: Mutex<String>,
+    /// The store epoch and the highest latch counter this replica has seen ("", 0 before its
+    /// first answer): how a store that lost data or went back in time is told from one that
+    /// never had any.
+    seen: Mutex<(String, u64)>,
+    /// `--state-new`.
+    declared_new: bool,
+    /// The store's eviction policy was checked and keeps session keys.
+    checked: std::sync::atomic::AtomicBool,
     /// The epoch this replica writes when it finds no marker.
     proposed: String,
     /// Round trips, failures and latency.
@@ -220,14 +228,16 @@ impl RedisStore {
             timeout: config.timeout,
             prefix: config.prefix.clone(),
             limits,
-            epoch: Mutex::new(String::new()),
+            seen: Mutex::new((String::new(), 0)),
+            declared_new: config.declared_new,
+            checked: std::sync::atomic::AtomicBool::new(false),
             proposed: format!("{boot:x}-{:x}", std::process::id()),
             stats: Stats::default(),
         })
     }
 
-    fn known_epoch(&self) -> String {
-        self.epoch.lock().map(|e| e.clone()).unwrap_or_default()
+    fn known(&self) -> (String, u64) {
+        self.seen.lock().map(|e| e.clone()).unwrap_or_default()
     }
 
     /// Runs one script invocation within the timeout, counting it.
@@ -252,11 +262,13 @@ impl RedisStore {
             result.as_ref().map(|_| ()).map_err(|f| *f),
         );
         let reply = result.map_err(|_| Unavailable)?;
-        if let Some(epoch) = reply.get(2) {
-            if let Ok(mut known) = self.epoch.lock() {
-                if *known != *epoch {
-                    epoch.clone_into(&mut known);
+        if let (Some(epoch), Some(seq)) = (reply.get(2), reply.get(3)) {
+            let seq: u64 = seq.parse().unwrap_or(0);
+            if let Ok(mut known) = self.seen.lock() {
+                if known.0 != *epoch {
+                    epoch.clone_into(&mut known.0);
                 }
+                known.1 = known.1.max(seq);
             }
         }
         Ok(reply)
@@ -270,6 +282,7 @@ impl RedisStore {
         turn: &str,
     ) -> redis::ScriptInvocation<'s> {
         let (hash, old) = session_keys(&self.prefix, policy, session);
+        let (epoch, seq) = self.known();
         let mut inv = script.prepare_invoke();
         inv.key(hash)
             .key(old)
@@ -277,8 +290,10 @@ impl RedisStore {
             .arg(turn)
             .arg(millis(self.limits.ttl))
             .arg(millis(self.limits.keep_expired))
-            .arg(self.known_epoch())
-            .arg(&self.proposed);
+            .arg(epoch)
+            .arg(&self.proposed)
+            .arg(seq)
+            .arg(if self.declared_new { "new" } else { "" });
         inv
     }
 
@@ -291,6 +306,7 @@ impl RedisStore {
         turn: &str,
         own: &LatchState,
     ) -> Result<Reply, Unavailable> {
+        self.ensure_checked().await?;
         let mut inv = self.common_args(&self.exchange, policy, session, turn);
         inv.arg(latches::encode(policy, own))
             .arg(RECENT_TURNS)
@@ -309,6 +325,7 @@ impl RedisStore {
         session: &str,
         turn: &str,
     ) -> Result<Carried, Unavailable> {
+        self.ensure_checked().await?;
         let inv = self.common_args(&self.peek, policy, session, turn);
         let reply = self.run(inv).await?;
         self.carried(policy, &reply)
@@ -330,6 +347,73 @@ impl RedisStore {
         Ok(Carried { origin, latched })
     }
 
+    /// Checks the store once it answers: an eviction policy that can drop session keys makes
+    /// every batch judged fail-closed (at start-up, [`RedisStore::inspect`] refuses it).
+    async fn ensure_checked(&self) -> Result<(), Unavailable> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.checked.load(Relaxed) {
+            return Ok(());
+        }
+        match self.inspect().await {
+            Ok(Inspection { evicting: None, .. }) => {
+                self.checked.store(true, Relaxed);
+                Ok(())
+            }
+            Ok(Inspection {
+                evicting: Some(policy),
+                ..
+            }) => {
+                eprintln!("toolgate: {}", evicting_error(&policy));
+                Err(Unavailable)
+            }
+            Err(Unavailable) => Err(Unavailable),
+        }
+    }
+
+    /// What the store says of its eviction policy and persistence (`INFO memory`,
+    /// `INFO persistence`, and `CONFIG GET save` where the store allows it).
+    pub async fn inspect(&self) -> Result<Inspection, Unavailable> {
+        let mut conn = self.conn.clone();
+        let info = |section: &'static str| {
+            let mut conn = conn.clone();
+            async move {
+                tokio::time::timeout(
+                    self.timeout,
+                    redis::cmd("INFO")
+                        .arg(section)
+                        .query_async::<String>(&mut conn),
+                )
+                .await
+                .map_err(|_| Unavailable)?
+                .map_err(|_| Unavailable)
+            }
+        };
+        let memory = info("memory").await?;
+        let persistence = info("persistence").await?;
+        let save = tokio::time::timeout(
+            self.timeout,
+            redis::cmd("CONFIG")
+                .arg("GET")
+                .arg("save")
+                .query_async::<Vec<String>>(&mut conn),
+        )
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .and_then(|v| v.get(1).cloned());
+        let field = |text: &str, name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .map(|v| v.trim().to_string())
+        };
+        let policy = field(&memory, "maxmemory_policy").unwrap_or_default();
+        Ok(Inspection {
+            evicting: (policy != "noeviction").then_some(policy),
+            aof: field(&persistence, "aof_enabled").as_deref() == Some("1"),
+            save,
+        })
+    }
+
     /// Whether the store answers a `PING` within the timeout.
     pub async fn ping(&self) -> bool {
         let started = Instant::now();
@@ -347,6 +431,44 @@ impl RedisStore {
         self.stats.observe(started.elapsed(), result);
         result.is_ok()
     }
+}
+
+/// What [`RedisStore::inspect`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inspection {
+    /// The eviction policy, when it is one that can drop keys (anything but `noeviction`).
+    pub evicting: Option<String>,
+    /// Whether the append-only file is on.
+    pub aof: bool,
+    /// The `save` setting (RDB snapshots), when the store lets `CONFIG GET` read it.
+    pub save: Option<String>,
+}
+
+impl Inspection {
+    /// One line on what the store's persistence means for latches.
+    pub fn persistence(&self) -> String {
+        let rdb = match self.save.as_deref() {
+            Some("") => "RDB snapshots off".to_string(),
+            Some(s) => format!("RDB snapshots (save {s})"),
+            None => "RDB snapshots unknown (CONFIG GET is not allowed)".to_string(),
+        };
+        let meaning = if self.aof {
+            "a restart keeps what the append-only file holds"
+        } else {
+            "a restart loses every latch set since the last snapshot"
+        };
+        format!(
+            "AOF {}, {rdb}: {meaning}; a store that lost state or went back in time is detected, and turns it no longer holds are judged latched for TTL + keep-expired",
+            if self.aof { "on" } else { "off" }
+        )
+    }
+}
+
+/// The refusal of a store whose eviction policy can drop session keys.
+pub fn evicting_error(policy: &str) -> String {
+    format!(
+        "the turn-state store's maxmemory-policy is `{policy}`, which can evict a session's key and with it a latch; set `maxmemory-policy noeviction` (redis.conf or CONFIG SET)"
+    )
 }
 
 fn millis(d: Duration) -> u64 {
