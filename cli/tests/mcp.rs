@@ -1576,7 +1576,7 @@ fn mcp_exchange(
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))
         .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .last()
+        .next_back()
         .or_else(|| {
             // A chunked or plain JSON body: the first JSON object in it.
             let start = rest.find('{')?;
