@@ -472,26 +472,31 @@ fn cursor_events() {
 #[test]
 fn init_prints_and_merges_settings() {
     let s = Setup::new("init");
+    let project = s.dir.join("project");
+    std::fs::create_dir_all(project.join(".claude")).unwrap();
+    std::fs::write(project.join("p.gate"), POLICY).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args([
-            "hook",
-            "init",
-            "claude-code",
-            "--policy",
-            "policies/coding.gate",
-        ])
+        .current_dir(&project)
+        .args(["hook", "init", "claude-code", "--policy", "p.gate"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let snippet: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let command = &snippet["hooks"]["PreToolUse"][0]["hooks"][0]["command"];
+    let command = snippet["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The running binary by its absolute path (a bare `toolgate` off the hook's PATH exits
+    // 127, which the agent reads as "run it"), the policy anchored to the project.
+    let binary = std::fs::canonicalize(env!("CARGO_BIN_EXE_toolgate")).unwrap();
     assert_eq!(
         command,
-        "toolgate hook claude-code --policy 'policies/coding.gate'"
+        format!(
+            "'{}' hook claude-code --policy \"$CLAUDE_PROJECT_DIR\"/'p.gate'",
+            binary.display()
+        )
     );
     // --write merges into existing settings, keeps what is there, and is idempotent.
-    let project = s.dir.join("project");
-    std::fs::create_dir_all(project.join(".claude")).unwrap();
     let settings = project.join(".claude/settings.json");
     std::fs::write(
         &settings,
@@ -527,6 +532,140 @@ fn init_prints_and_merges_settings() {
             .len(),
         1
     );
+    // Run from a subdirectory that has a policy of its own, the command judges with the
+    // project's policy (the write after a fetch stays denied), as the agent runs it.
+    let sub = project.join("sub/.claude");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(
+        project.join("sub/p.gate"),
+        "module coding\nwrite Write\nread WebFetch\nstage main { tools [Write, WebFetch] }\n",
+    )
+    .unwrap();
+    let run = |event: Value| {
+        let mut child = Command::new("sh")
+            .args([
+                "-c",
+                &format!("{command} --state-dir '{}'", s.state_dir().display()),
+            ])
+            .current_dir(project.join("sub"))
+            .env("CLAUDE_PROJECT_DIR", &project)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(event.to_string().as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    run(prompt("s-sub"));
+    run(pre("s-sub", "WebFetch", json!({"url": "https://docs.rs/"})));
+    let out = run(pre("s-sub", "Write", json!({})));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    denied(Some(serde_json::from_slice(&out.stdout).unwrap()));
+}
+
+/// `init` wires every pre-tool event with each agent's block-on-failure switch, refuses a
+/// policy file that is not there, and warns when the policy classifies none of the agent's
+/// tools (issue 22, items 5 to 7).
+#[test]
+fn init_wires_every_pre_tool_event_and_warns_about_unclassified_tools() {
+    let s = Setup::new("init-cursor");
+    let init = |agent: &str, policy: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["hook", "init", agent, "--policy"])
+            .arg(policy)
+            .output()
+            .unwrap()
+    };
+    let out = init("cursor", &s.policy);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let snippet: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for event in [
+        "preToolUse",
+        "beforeMCPExecution",
+        "beforeShellExecution",
+        "beforeReadFile",
+    ] {
+        let entry = &snippet["hooks"][event][0];
+        assert_eq!(entry["failClosed"], true, "{event}: {snippet}");
+        assert!(
+            entry["command"]
+                .as_str()
+                .unwrap()
+                .contains(&s.policy.display().to_string()),
+            "{event}: an absolute policy path: {snippet}"
+        );
+    }
+    // The test policy names Claude Code's tools only.
+    let out = init("gemini-cli", &s.policy);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stderr).contains("classifies none of gemini-cli's tools"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = init("claude-code", &s.policy);
+    assert!(
+        !text(&out.stderr).contains("warning"),
+        "{}",
+        text(&out.stderr)
+    );
+    // The shipped coding-agent policy classifies every agent's tools.
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../stdlib-rules/examples/coding_agent.gate");
+    for agent in ["claude-code", "gemini-cli", "cursor"] {
+        let out = init(agent, &shipped);
+        assert!(
+            !text(&out.stderr).contains("warning"),
+            "{agent}: {}",
+            text(&out.stderr)
+        );
+    }
+    let out = init("cursor", &s.dir.join("missing.gate"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no such file"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Cursor's `preToolUse` and `beforeReadFile` are judged; a `before...` event toolgate does
+/// not know is refused with exit 2, not let through (issue 22, item 6).
+#[test]
+fn cursor_pre_tool_and_read_file_events_are_judged_and_unknown_ones_refused() {
+    let s = Setup::new("cursor-pre");
+    let run = |event: Value| s.run("cursor", &[], &event.to_string());
+    let base = |name: &str| json!({"hook_event_name": name, "conversation_id": "c1", "generation_id": "g1"});
+    run(
+        json!({"hook_event_name": "beforeSubmitPrompt", "conversation_id": "c1",
+               "generation_id": "g1", "prompt": "p"}),
+    );
+    let mut fetch = base("preToolUse");
+    fetch["tool_name"] = "WebFetch".into();
+    fetch["tool_input"] = json!({"url": "https://docs.rs/"});
+    assert_eq!(run(fetch).status.code(), Some(0));
+    let mut edit = base("preToolUse");
+    edit["tool_name"] = "Write".into();
+    edit["tool_input"] = json!({"file_path": "a"});
+    let out = run(edit);
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["permission"], "deny", "{answer}");
+    let mut read = base("beforeReadFile");
+    read["file_path"] = "/etc/passwd".into();
+    read["content"] = "...".into();
+    let out = run(read);
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // `read_file` is not classified by the test policy: denied as unclassified, judged.
+    assert_eq!(answer["permission"], "deny", "{answer}");
+    let out = run(base("beforeTabFileRead"));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("beforeTabFileRead"));
 }
 
 /// An answer that cannot be written (stdout on a full disk) blocks the call: exit 2, never

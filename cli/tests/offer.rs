@@ -113,7 +113,7 @@ fn offer_rejects_bad_inputs_with_a_location_and_exit_2() {
         ),
         (
             &[good_tools.to_str().unwrap(), "/no/such/facts.json"],
-            "cannot read `/no/such/facts.json`",
+            "no such file: `/no/such/facts.json`",
         ),
     ];
     for (files, mention) in cases {

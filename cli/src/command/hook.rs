@@ -137,26 +137,60 @@ fn answer(agent: Agent, args: &RunArgs) -> Result<Option<String>, String> {
     Ok(agent.render(&answer).map(|v| v.to_string()))
 }
 
-/// The hook command line for `agent`, quoted for a shell.
-fn hook_command(agent: Agent, args: &InitArgs) -> String {
-    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
-    let mut cmd = format!(
-        "toolgate hook {} --policy {}",
-        agent.name(),
-        quote(&args.policy)
-    );
-    if let Some(stage) = &args.stage {
-        cmd.push_str(&format!(" --stage {}", quote(stage)));
-    }
-    cmd
+/// Quotes `s` for a POSIX shell.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// The settings snippet that installs the hook for `args.agent`.
-fn settings(args: &InitArgs) -> (PathBuf, Value) {
-    let command = hook_command(args.agent, args);
+/// The policy path as the hook command names it: inside the project (the directory `init`
+/// runs in), anchored to Claude Code's `$CLAUDE_PROJECT_DIR`, so the hook judges with this
+/// policy from any working directory; elsewhere, or for the other agents, absolute.
+fn policy_argument(agent: Agent, policy: &std::path::Path) -> Result<String, String> {
+    let absolute = std::fs::canonicalize(policy).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            format!("no such file: `{}`", policy.display())
+        } else {
+            format!("cannot read `{}`: {e}", policy.display())
+        }
+    })?;
+    let project = std::env::current_dir()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| format!("cannot read the working directory: {e}"))?;
+    match (agent, absolute.strip_prefix(&project)) {
+        (Agent::ClaudeCode, Ok(inside)) => Ok(format!(
+            "\"$CLAUDE_PROJECT_DIR\"/{}",
+            shell_quote(&inside.display().to_string())
+        )),
+        _ => Ok(shell_quote(&absolute.display().to_string())),
+    }
+}
+
+/// The hook command line for `agent`: the running binary's absolute path (a bare `toolgate`
+/// off the hook's `PATH` exits 127, which every agent takes as "run the call"), and the
+/// policy anchored to the project.
+fn hook_command(agent: Agent, args: &InitArgs) -> Result<String, String> {
+    let binary = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| format!("cannot tell where this toolgate binary is: {e}"))?;
+    let mut cmd = format!(
+        "{} hook {} --policy {}",
+        shell_quote(&binary.display().to_string()),
+        agent.name(),
+        policy_argument(agent, std::path::Path::new(&args.policy))?
+    );
+    if let Some(stage) = &args.stage {
+        cmd.push_str(&format!(" --stage {}", shell_quote(stage)));
+    }
+    Ok(cmd)
+}
+
+/// The settings snippet that installs the hook for `args.agent`: every event the agent has
+/// before a tool runs, after it ran, and at a user prompt.
+fn settings(args: &InitArgs) -> Result<(PathBuf, Value), String> {
+    let command = hook_command(args.agent, args)?;
     let hook = json!([{"matcher": "*", "hooks": [{"type": "command", "command": command}]}]);
     let plain = json!([{"hooks": [{"type": "command", "command": command}]}]);
-    match args.agent {
+    Ok(match args.agent {
         Agent::ClaudeCode => (
             PathBuf::from(".claude/settings.json"),
             json!({"hooks": {
@@ -171,23 +205,49 @@ fn settings(args: &InitArgs) -> (PathBuf, Value) {
             json!({"hooks": {"BeforeTool": hook, "AfterTool": hook, "BeforeAgent": plain}}),
         ),
         Agent::Cursor => {
-            let entry = json!([{ "command": command }]);
+            // Cursor's own switch: a hook that fails (crashes, times out) blocks the action.
+            let entry = json!([{ "command": command, "failClosed": true }]);
             (
                 PathBuf::from(".cursor/hooks.json"),
                 json!({"version": 1, "hooks": {
+                    "preToolUse": entry,
                     "beforeMCPExecution": entry,
                     "beforeShellExecution": entry,
+                    "beforeReadFile": entry,
                     "afterMCPExecution": entry,
                     "afterShellExecution": entry,
                     "beforeSubmitPrompt": entry,
                 }}),
             )
         }
-    }
+    })
+}
+
+/// A warning when the policy classifies none of the tool names `agent` sends: every call
+/// would then be denied as unclassified.
+fn coverage_warning(agent: Agent, policy: &str) -> Result<Option<String>, String> {
+    let text = read_input(policy)?;
+    let compiled = compile_file(policy, &text)
+        .map_err(|e| format!("policy does not compile\n{}", e.render().trim_end()))?;
+    let names = agent.tool_names();
+    let classified = names
+        .iter()
+        .filter(|n| compiled.class_of(n).is_some())
+        .count();
+    Ok((classified == 0).then(|| {
+        format!(
+            "toolgate: warning: `{policy}` classifies none of {}'s tools ({}), so every call would be denied as unclassified; see docs/agents.md for each agent's tool names",
+            agent.name(),
+            names.join(", ")
+        )
+    }))
 }
 
 fn init(args: &InitArgs) -> Result<Option<String>, String> {
-    let (path, snippet) = settings(args);
+    if let Some(warning) = coverage_warning(args.agent, &args.policy)? {
+        let _ = writeln!(std::io::stderr(), "{warning}");
+    }
+    let (path, snippet) = settings(args)?;
     let pretty = |v: &Value| serde_json::to_string_pretty(v).map_err(|e| e.to_string());
     if !args.write {
         return pretty(&snippet).map(Some);

@@ -27,7 +27,10 @@ pub fn read_input(path: &str) -> Result<String, String> {
             .map_err(|e| format!("cannot read standard input: {e}"))?;
         Ok(s)
     } else {
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read `{path}`: {e}"))
+        std::fs::read_to_string(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!("no such file: `{path}`"),
+            _ => format!("cannot read `{path}`: {e}"),
+        })
     }
 }
 

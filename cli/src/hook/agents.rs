@@ -16,8 +16,8 @@ pub enum Agent {
     ClaudeCode,
     /// Gemini CLI: `BeforeTool`, `AfterTool`, `BeforeAgent`.
     GeminiCli,
-    /// Cursor: `beforeMCPExecution`, `beforeShellExecution`, their `after...` events and
-    /// `beforeSubmitPrompt`.
+    /// Cursor: `preToolUse`, `beforeMCPExecution`, `beforeShellExecution`,
+    /// `beforeReadFile`, their `after...` events and `beforeSubmitPrompt`.
     Cursor,
 }
 
@@ -27,6 +27,10 @@ pub enum EventError {
     /// Not JSON, or ambiguous JSON (a key given twice).
     #[error("the hook event is not valid JSON: {0}")]
     Json(#[from] toolgate_engine::RequestError),
+    /// An event that gates an action, which toolgate does not know how to judge: refused,
+    /// since answering nothing would let the action run.
+    #[error("the hook event `{0}` comes before an action toolgate cannot judge, so it is refused; wire only the events docs/agents.md lists")]
+    UnknownPreEvent(String),
     /// A field the event needs is missing or of the wrong type.
     #[error("the hook event's `{field}` is missing or not {expected}")]
     Field {
@@ -44,6 +48,49 @@ impl Agent {
     /// The agent called `name` (as on the command line), if there is one.
     pub fn from_name(name: &str) -> Option<Agent> {
         Agent::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// The tool names the agent sends for its built-in tools (as toolgate names them: Cursor's
+    /// shell commands are `shell`, its file reads `read_file`); a policy for the agent
+    /// classifies them. MCP tools come on top, under the names the agent gives them.
+    pub fn tool_names(self) -> &'static [&'static str] {
+        match self {
+            Agent::ClaudeCode => &[
+                "Bash",
+                "Write",
+                "Edit",
+                "MultiEdit",
+                "NotebookEdit",
+                "WebFetch",
+                "WebSearch",
+                "Read",
+                "Grep",
+                "Glob",
+                "LS",
+                "TodoWrite",
+                "Task",
+            ],
+            Agent::GeminiCli => &[
+                "run_shell_command",
+                "write_file",
+                "replace",
+                "web_fetch",
+                "google_web_search",
+                "read_file",
+                "read_many_files",
+                "glob",
+                "search_file_content",
+                "list_directory",
+                "save_memory",
+            ],
+            Agent::Cursor => &[
+                "shell",
+                "read_file",
+                "edit_file",
+                "delete_file",
+                "web_search",
+            ],
+        }
     }
 
     /// The name used on the command line and in state file names.
@@ -213,10 +260,10 @@ fn cursor(e: &Map<String, Value>) -> Result<Event, EventError> {
             session: session()?,
             turn,
         },
-        "beforeMCPExecution" => Event::BeforeTool {
+        "beforeMCPExecution" | "preToolUse" => Event::BeforeTool {
             session: session()?,
             turn,
-            call_id: "call".into(),
+            call_id: opt_string(e, "tool_use_id").unwrap_or_else(|| "call".into()),
             tool: string(e, "tool_name")?,
             args: args(e, "tool_input")?,
         },
@@ -230,7 +277,18 @@ fn cursor(e: &Map<String, Value>) -> Result<Event, EventError> {
                 args: shell_args(),
             }
         }
-        "afterMCPExecution" => Event::AfterTool {
+        "beforeReadFile" => {
+            let mut a = Map::new();
+            a.insert("file_path".into(), string(e, "file_path")?.into());
+            Event::BeforeTool {
+                session: session()?,
+                turn,
+                call_id: "call".into(),
+                tool: "read_file".into(),
+                args: Value::Object(a),
+            }
+        }
+        "afterMCPExecution" | "postToolUse" => Event::AfterTool {
             session: session()?,
             turn: turn.clone(),
             tool: string(e, "tool_name")?,
@@ -242,6 +300,11 @@ fn cursor(e: &Map<String, Value>) -> Result<Event, EventError> {
             tool: "shell".into(),
             ok: true,
         },
+        // Cursor's `before...`/`pre...` events each gate an action (a tab read, a new one):
+        // one toolgate does not know is refused, not answered with nothing.
+        other if other.starts_with("before") || other.starts_with("pre") => {
+            return Err(EventError::UnknownPreEvent(other.to_string()))
+        }
         _ => Event::Other,
     })
 }
