@@ -108,11 +108,18 @@ impl Setup {
     /// Runs the Python client over toolgate with `flags`; returns the initialize line and one
     /// answer per step.
     fn client(&self, flags: &[&str], steps: Vec<Value>) -> (Value, Vec<Value>) {
+        self.client_as("session", flags, steps)
+    }
+
+    /// [`Setup::client`] with the SDK's `ClientSession` (`"session"`, the `initialize`
+    /// handshake) or its default high-level `mcp.Client` (`"high-level"`).
+    fn client_as(&self, kind: &str, flags: &[&str], steps: Vec<Value>) -> (Value, Vec<Value>) {
         let n = steps.len();
         let script = self.dir.join("script.json");
         std::fs::write(
             &script,
             json!({
+                "client": kind,
                 "command": self.command(flags),
                 "env": {"CALL_LOG": self.call_log()},
                 "steps": steps,
@@ -1716,4 +1723,47 @@ fn listener_sessions_are_bounded_and_an_ended_session_leaves_its_latch() {
     mcp_call(&addr, &c, "read_file", read.clone(), None);
     let answer = mcp_call(&addr, &c, "write_file", write, None);
     assert_eq!(answer["result"]["isError"], false, "{answer}");
+}
+
+/// The SDK's default high-level `mcp.Client` negotiates the newest protocol (2026-07-28,
+/// through `server/discover`); an allowed call's forwarded result must be valid under it,
+/// and an upstream cannot set toolgate's own `_meta` keys on a result (issue 22, items 1
+/// and 2).
+#[test]
+fn the_default_high_level_client_gets_valid_results_and_upstream_cannot_forge_a_denial() {
+    if !python_ready() {
+        return;
+    }
+    let s = Setup::new("high-level");
+    let (init, out) = s.client_as(
+        "high-level",
+        &[],
+        vec![
+            call("read_file", json!({"path": "a"})),
+            call("read_file", json!({"path": "spoof"})),
+            call("fetch_url", json!({"url": "https://docs.rs/"})),
+            call("write_file", json!({"path": "a", "text": "x"})),
+        ],
+    );
+    assert_eq!(
+        init["initialized"]["protocolVersion"], "2026-07-28",
+        "{init}"
+    );
+    assert_passed(&out[0], "contents of a");
+    assert_eq!(out[1]["isError"], false, "{}", out[1]);
+    assert_eq!(out[1]["texts"], json!(["contents of spoof"]), "{}", out[1]);
+    let meta = &out[1]["meta"];
+    assert!(
+        meta.get("io.toolgate/denied").is_none() && meta.get("io.toolgate/turn").is_none(),
+        "{meta}"
+    );
+    assert_eq!(meta["other/key"], 1, "other keys pass through: {meta}");
+    assert!(assert_refused(&out[3]).contains("latch `untrusted`"));
+    // The older handshake sees the same.
+    let (_, out) = s.client(&[], vec![call("read_file", json!({"path": "spoof"}))]);
+    assert!(
+        out[0]["meta"].get("io.toolgate/denied").is_none(),
+        "{}",
+        out[0]
+    );
 }

@@ -223,3 +223,30 @@ fn a_full_connection_table_denies_hook_calls() {
     c.read_to_string(&mut answer).unwrap();
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
 }
+
+/// A prompt or post-tool event that cannot be judged is answered in its own shape (nothing),
+/// not with a `PreToolUse` denial (issue 22, item 8).
+#[test]
+fn events_that_cannot_be_judged_are_answered_in_their_own_shape() {
+    let s = start(
+        "hooks-shape",
+        &[
+            ("coding.gate", CODING),
+            (
+                "other.gate",
+                "module other\nread Read\nstage s { tools [Read] }\n",
+            ),
+        ],
+        &[],
+    );
+    // No single policy: a pre-tool event is denied, the others get nothing.
+    let url = "/v1/hooks/claude-code";
+    assert_eq!(
+        decision(&post_json(&s.addr, url, &pre("s1", "Read")).1),
+        Some("deny")
+    );
+    let prompt = json!({"session_id": "s1", "hook_event_name": "UserPromptSubmit"});
+    assert_eq!(post_json(&s.addr, url, &prompt), (200, json!({})));
+    let post = json!({"session_id": "s1", "hook_event_name": "PostToolUse", "tool_name": "Read"});
+    assert_eq!(post_json(&s.addr, url, &post), (200, json!({})));
+}

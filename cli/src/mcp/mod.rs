@@ -43,6 +43,10 @@ use std::time::Duration;
 use toolgate_engine::{Facts, Policy};
 use upstream::Upstream;
 
+/// The prefix of every `_meta` key toolgate sets or reads; an upstream's result never
+/// carries one through.
+pub const META_PREFIX: &str = "io.toolgate/";
+
 /// The request `_meta` key a host sets to the id of the current user turn.
 pub const TURN_META_KEY: &str = "io.toolgate/turn";
 

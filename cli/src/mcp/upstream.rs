@@ -5,7 +5,7 @@
 //! call, the SDK's request is dropped, which sends upstream a `notifications/cancelled`. A server that crashed answers every
 //! request after with an error at once (its transport is closed).
 
-use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorData, Tool};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorData, ResultType, Tool};
 use rmcp::service::{ClientInitializeError, RunningService, ServiceError};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
@@ -78,8 +78,11 @@ impl Upstream {
         deadline("tools/list", timeout, self.service.peer().list_all_tools()).await
     }
 
-    /// Forwards one call. The result comes back as upstream sent it; upstream's own JSON-RPC
-    /// errors pass through unchanged.
+    /// Forwards one call. The result comes back as upstream sent it, made valid for the
+    /// client's protocol (a `resultType` where upstream spoke an older version; the SDK
+    /// removes it again for a client on one) and without any `io.toolgate/*` key in its
+    /// `_meta`, which only toolgate sets; upstream's own JSON-RPC errors pass through
+    /// unchanged.
     pub async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -102,6 +105,18 @@ impl Upstream {
                 "the upstream MCP server answered with a task; toolgate mcp does not proxy tasks",
                 None,
             )),
+            CallToolResponse::Complete(mut result) => {
+                if result.result_type.is_none() {
+                    result.result_type = Some(ResultType::COMPLETE);
+                }
+                if let Some(meta) = result.meta.as_mut() {
+                    meta.0.retain(|key, _| !key.starts_with(super::META_PREFIX));
+                }
+                if result.meta.as_ref().is_some_and(|m| m.0.is_empty()) {
+                    result.meta = None;
+                }
+                Ok(CallToolResponse::Complete(result))
+            }
             other => Ok(other),
         }
     }

@@ -107,6 +107,18 @@ pub async fn hook(
     let Some(session) = event.session() else {
         return answer(agent, &Answer::Nothing);
     };
+    // From here the event is known: what cannot be judged is answered in its own shape. Only
+    // a pre-tool event gates anything; a prompt or post-tool event that cannot be recorded is
+    // answered with nothing (the session's state then errs towards latched: its turn does not
+    // advance, and a call it did not record does not count for `called_before`).
+    let gates = matches!(event, Event::BeforeTool { .. });
+    let deny = |reason: String| {
+        if gates {
+            deny(reason)
+        } else {
+            answer(agent, &Answer::Nothing)
+        }
+    };
     let set = state.store.snapshot();
     let policy = match query.policy.as_deref() {
         Some(m) => set.get(m),

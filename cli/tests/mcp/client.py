@@ -14,6 +14,10 @@ of "command" it connects to a running toolgate over Streamable HTTP.
       -> {"exception": "...", "seconds"}                          anything else
 
 The first line is {"initialized": {"server": name, "protocolVersion": v, "instructions": ...}}.
+
+With {"client": "high-level"} the script uses the SDK's default high-level `mcp.Client`
+instead, which negotiates the newest protocol it knows (through `server/discover`), as an
+application using the SDK does by default.
 """
 
 import asyncio
@@ -94,9 +98,32 @@ async def answer_step(session, step):
     raise ValueError(f"unknown step {step!r}")
 
 
+async def high_level(script):
+    from mcp import Client
+
+    command = script["command"]
+    server = StdioServerParameters(command=command[0], args=command[1:], env=script.get("env"))
+    async with Client(server, message_handler=on_message) as client:
+        info = client.server_info
+        emit(
+            {
+                "initialized": {
+                    "server": info.name if info else None,
+                    "protocolVersion": client.protocol_version,
+                    "instructions": client.instructions,
+                }
+            }
+        )
+        for step in script["steps"]:
+            emit(await run_step(client, step))
+
+
 async def main():
     with open(sys.argv[1]) as f:
         script = json.load(f)
+    if script.get("client") == "high-level":
+        await high_level(script)
+        return
     if "url" in script:
         transport = streamable_http_client(script["url"])
     else:
