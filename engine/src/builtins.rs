@@ -41,7 +41,16 @@ pub struct Builtin {
     /// The requirement a default refusal states, from the written arguments (in parameter
     /// order; `None` where not given).
     pub(crate) requirement: fn(&[Option<&CallValue>]) -> String,
+    /// What the model can do about an unmet requirement, as the default refusal tells it
+    /// (a sentence without its full stop): ask the user for something, or call a tool first.
+    pub(crate) remedy: &'static str,
 }
+
+/// The remedy of a requirement the user must meet.
+const ASK_THE_USER: &str = "Ask the user for it, then call this function again";
+/// The remedy of a requirement an earlier call meets.
+const CALL_IT_FIRST: &str =
+    "Call the tool it names first, and only go on once it has succeeded; then call this function again";
 
 /// One parameter of a built-in.
 #[derive(Debug)]
@@ -183,6 +192,7 @@ pub static BUILTINS: &[Builtin] = &[
             };
             format!("the customer must have sent {kinds} attachment in their last {n} messages")
         },
+        remedy: ASK_THE_USER,
     },
     Builtin {
         name: "field_filled",
@@ -195,6 +205,7 @@ pub static BUILTINS: &[Builtin] = &[
         }],
         lower: |a| Cond::Builtin(Pre::FieldFilled(a.word(0))),
         requirement: |a| format!("the `{}` field must be filled in", text(a, 0)),
+        remedy: ASK_THE_USER,
     },
     Builtin {
         name: "called_before",
@@ -212,6 +223,7 @@ pub static BUILTINS: &[Builtin] = &[
                 text(a, 0)
             )
         },
+        remedy: CALL_IT_FIRST,
     },
     Builtin {
         name: "min_client_messages",
@@ -229,6 +241,7 @@ pub static BUILTINS: &[Builtin] = &[
                 text(a, 0)
             )
         },
+        remedy: ASK_THE_USER,
     },
     Builtin {
         name: "called_within",
@@ -264,6 +277,7 @@ pub static BUILTINS: &[Builtin] = &[
                 text(a, 1)
             ),
         },
+        remedy: CALL_IT_FIRST,
     },
 ];
 

@@ -74,7 +74,8 @@ pub(crate) fn rule(
     let desc = requirement(requires, hosts);
     match kind {
         DenyKind::Precondition => format!(
-            "Blocked: {desc}. This did NOT happen. Do not tell the customer it did. Ask for it, then call this function again."
+            "Blocked: {desc}. {NOT_HAPPENED} {}.",
+            remedy(requires)
         ),
         DenyKind::Args => format!(
             "Blocked: the arguments break rule `{name}`: {desc}. {NOT_HAPPENED} Correct the arguments and call again, or explain why it cannot be done."
@@ -82,6 +83,23 @@ pub(crate) fn rule(
         DenyKind::Host => format!("Blocked: {desc}. {NOT_HAPPENED} Use an allowed source instead."),
         _ => format!("Blocked by rule `{name}`: {desc}. {NOT_HAPPENED}"),
     }
+}
+
+/// What the model can do about a rule's unmet preconditions, from the built-ins it calls
+/// (the registry's `remedy`): the first one named, or asking the user when none is.
+fn remedy(requires: &[Expr]) -> &'static str {
+    fn first_call(e: &Expr) -> Option<&'static str> {
+        match &e.kind {
+            ExprKind::Call(call) => crate::builtins::find(&call.name.name).map(|b| b.remedy),
+            ExprKind::And(parts) | ExprKind::Or(parts) => parts.iter().find_map(first_call),
+            ExprKind::Not(inner) => first_call(inner),
+            _ => None,
+        }
+    }
+    requires
+        .iter()
+        .find_map(first_call)
+        .unwrap_or("Ask the user for what is missing, then call this function again")
 }
 
 /// Each requirement of a rule with its own refusal, when the rule has more than one: a

@@ -1027,7 +1027,7 @@ fn default_precondition_refusal_matches_the_spec_example() {
     assert_denied_by(&d, DenyKind::Precondition, "receipt");
     assert_eq!(
         d.reason.as_deref(),
-        Some("Blocked: the customer must have sent an image/document attachment in their last 10 messages. This did NOT happen. Do not tell the customer it did. Ask for it, then call this function again.")
+        Some("Blocked: the customer must have sent an image/document attachment in their last 10 messages. This did NOT happen. Do not tell the user it did. Ask the user for it, then call this function again.")
     );
 }
 

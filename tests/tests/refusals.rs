@@ -128,3 +128,27 @@ fn the_offered_requirement_still_lists_every_requirement() {
         "{text}"
     );
 }
+
+/// A precondition's refusal tells the model what *it* can do: call the tool first for
+/// `called_before`/`called_within` (a customer cannot run a tool), ask the user for the rest
+/// (issue 22, item 12).
+#[test]
+fn a_precondition_refusal_names_what_the_model_can_do() {
+    let p = compile(
+        "module m\nwrite pay\nread verify\nstage main { tools [pay, verify] }\nrule v for pay { require called_before(verify) }\n",
+    );
+    let request = json!({"facts": {"stage": "main", "called": []},
+                         "calls": [{"id": "c", "tool": "pay", "args": {}}]});
+    let r = p.decide(&Request::from_value(request).unwrap());
+    let reason = r.decisions[0].reason.as_deref().unwrap();
+    assert!(reason.contains("Call the tool it names first"), "{reason}");
+    assert!(!reason.contains("Ask the user"), "{reason}");
+    let p = compile(
+        "module m\nwrite pay\nstage main { tools [pay] }\nrule v for pay { require min_client_messages(2) }\n",
+    );
+    let request = json!({"facts": {"stage": "main", "messages": []},
+                         "calls": [{"id": "c", "tool": "pay", "args": {}}]});
+    let r = p.decide(&Request::from_value(request).unwrap());
+    let reason = r.decisions[0].reason.as_deref().unwrap();
+    assert!(reason.contains("Ask the user for it"), "{reason}");
+}
