@@ -503,3 +503,21 @@ fn check_refuses_the_issue_example_of_a_misspelt_rule_target() {
         "{stderr}"
     );
 }
+
+/// A file that is not there is "no such file", not "not a policy file" (issue 22, item 12).
+#[test]
+fn a_missing_file_says_no_such_file() {
+    for args in [
+        &["playground", "no-such-dir/coach.gate"][..],
+        &["eval", "--policy", "no-such.gate", "--input", "-"][..],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("no such file"), "{args:?}: {err}");
+    }
+}

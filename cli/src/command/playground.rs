@@ -27,6 +27,10 @@ struct ServeArgs {
 /// compile is still opened (the page reads its text from `/v1/playground/file`): its
 /// diagnostics are what the page is for.
 pub fn run(args: &Args) -> ExitCode {
+    if !args.policy.exists() {
+        eprintln!("error: no such file: `{}`", args.policy.display());
+        return ExitCode::from(2);
+    }
     if !args.policy.is_file() {
         eprintln!(
             "error: `{}` is not a policy file (for a directory, run `toolgate serve DIR` and open /playground)",
