@@ -238,7 +238,14 @@ impl OfferRequest {
         let mut top = top_object(
             value,
             &key::OFFER_KEYS,
-            "an offer request has `facts`, `tools` and optionally `policy`, `session`, `turn`",
+            &format!(
+                "an offer request has `{}`, `{}` and optionally `{}`, `{}`, `{}`",
+                key::FACTS,
+                key::TOOLS,
+                key::POLICY,
+                key::SESSION,
+                key::TURN
+            ),
         )?;
         let tools = match top.remove(key::TOOLS) {
             Some(v) => ToolDef::list_from_value(v, key::TOOLS)?,
