@@ -165,18 +165,16 @@ impl Request {
 
     /// Reads a request from an already parsed JSON value.
     pub fn from_value(value: Value) -> Result<Self, RequestError> {
-        let mut top = top_object(
-            value,
-            &key::REQUEST_KEYS,
-            &format!(
+        let mut top = top_object(value, &key::REQUEST_KEYS, || {
+            format!(
                 "a request has `{}`, `{}` and optionally `{}`, `{}`, `{}`",
                 key::FACTS,
                 key::CALLS,
                 key::POLICY,
                 key::SESSION,
                 key::TURN
-            ),
-        )?;
+            )
+        })?;
         let facts = match top.remove(key::FACTS) {
             None => Facts::default(),
             Some(v) => Facts::from_value(v)?,
@@ -556,13 +554,13 @@ pub(crate) fn read_json(text: &str) -> Result<Value, RequestError> {
     crate::strict_json::parse(text)
 }
 
-/// The top-level object of a request body, refusing keys outside `allowed`; `shape` says
-/// what the body may hold, for the error. A standard fact sent at the top level is pointed
-/// to its place inside `facts`.
+/// The top-level object of a request body, refusing keys outside `allowed`; `shape` (built
+/// only on failure) says what the body may hold, for the error. A standard fact sent at the
+/// top level is pointed to its place inside `facts`.
 pub(crate) fn top_object(
     value: Value,
     allowed: &[&str],
-    shape: &str,
+    shape: impl FnOnce() -> String,
 ) -> Result<Map<String, Value>, RequestError> {
     let Value::Object(top) = value else {
         return Err(schema(
@@ -576,7 +574,7 @@ pub(crate) fn top_object(
         } else {
             meant(name, allowed, &key::REQUEST_ALIASES).map(str::to_string)
         };
-        return Err(unknown_key("", name, hint.as_deref(), shape));
+        return Err(unknown_key("", name, hint.as_deref(), &shape()));
     }
     Ok(top)
 }
