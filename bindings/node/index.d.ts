@@ -27,7 +27,11 @@ export interface Facts {
   stage_turns?: number;
   /** The latch state a previous batch of this user turn answered. */
   latched?: LatchState;
-  messages?: { from: string; media?: string[] }[];
+  /**
+   * The conversation, oldest first; `text` is never read. Like every object of a request but
+   * `facts` itself, a message and a `called` entry are closed: another key is a `RequestError`.
+   */
+  messages?: { from: string; media?: string[]; text?: Json }[];
   fields?: { [name: string]: Json };
   called?: { tool: string; ok: boolean; turns_ago?: number }[];
   [custom: string]: Json | undefined;

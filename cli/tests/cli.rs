@@ -230,6 +230,46 @@ fn eval_rejects_ambiguous_requests() {
     }
 }
 
+/// Every object of a request is closed: a call sent with OpenAI's `arguments` or Anthropic's
+/// `input` was judged with no arguments; now it exits 2 naming the key and what it meant.
+#[test]
+fn eval_rejects_unknown_keys_in_a_call_naming_the_path_and_what_was_meant() {
+    for (name, req, mentions) in [
+        (
+            "arguments.json",
+            r#"{"facts": {"stage": "coach"}, "calls": [{"id": "1", "tool": "update_memory", "arguments": {"note": "x"}}]}"#,
+            [
+                "calls[0].arguments",
+                "did you mean `args`?",
+                "arguments.json",
+            ],
+        ),
+        (
+            "input.json",
+            r#"{"facts": {"stage": "coach"}, "calls": [{"id": "1", "tool": "update_memory", "input": {}}]}"#,
+            ["calls[0].input", "did you mean `args`?", "input.json"],
+        ),
+        (
+            "name.json",
+            r#"{"facts": {"stage": "coach"}, "calls": [{"id": "1", "name": "update_memory"}]}"#,
+            ["calls[0].name", "did you mean `tool`?", "name.json"],
+        ),
+        (
+            "role.json",
+            r#"{"facts": {"messages": [{"from": "client", "role": "user"}]}, "calls": []}"#,
+            [
+                "facts.messages[0].role",
+                "did you mean `from`?",
+                "role.json",
+            ],
+        ),
+    ] {
+        let out = eval_coach_with(name, req);
+        assert_clean_failure(&out, 2, &mentions);
+        assert!(out.stdout.is_empty(), "{name}: nothing on stdout");
+    }
+}
+
 #[test]
 fn eval_rejects_missing_calls() {
     let out = eval_coach_with("nocalls.json", r#"{"facts": {"stage": "coach"}}"#);

@@ -60,6 +60,8 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         br#"{"policy": "gate", "session": "s", "calls": []}"#,
         br#"{"policy": "gate", "calls": [{"id": "1", "tool": "look"}, {"id": "1", "tool": "look"}]}"#,
         br#"{"policy": "gate", "calls": ["#,
+        br#"{"policy": "gate", "facts": {"stage": "main"}, "calls": [{"id": "1", "tool": "send", "arguments": {"to": "x"}}]}"#,
+        br#"{"policy": "gate", "facts": {"messages": [{"from": "client", "role": "user"}]}, "calls": []}"#,
     ] {
         out.push(("/v1/decide", body.to_vec()));
     }
@@ -69,6 +71,7 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         br#"{"input": {"policy": "other", "calls": []}}"#,
         br#"{"input": 3}"#,
         br#"{"input": {"calls": []}, "extra": 1}"#,
+        br#"{"input": {"calls": [{"id": "1", "name": "look"}]}}"#,
     ] {
         out.push(("/v1/data/gate/decide", body.to_vec()));
     }
@@ -153,6 +156,43 @@ fn an_undeclared_latch_name_is_refused_before_the_session_starts() {
     assert_eq!(v["session"], "carried");
     assert_eq!(v["decisions"][0]["kind"], "latch");
     assert_eq!(v["latched"]["untrusted"], true);
+}
+
+/// A call sent with OpenAI's `arguments` used to be judged with no arguments; now both
+/// endpoints answer 400 naming the key and what it meant, before any session starts.
+#[test]
+fn an_unknown_key_in_a_call_is_a_400_naming_its_path() {
+    const MAIL: &str = "module mail\nwrite send_email\nstage main { tools [send_email] }\nrule no_bcc for send_email { require not args.bcc exists }\n";
+    let s = start("fast-closed", &[("mail.gate", MAIL)], &[]);
+    let call = json!({"id": "1", "tool": "send_email", "arguments": {"bcc": "spy@evil.io"}});
+    let body = json!({"session": "s", "turn": "t", "facts": {"stage": "main"}, "calls": [call]});
+    let (st, v) = post_json(&s.addr, "/v1/decide", &body);
+    assert_eq!(st, 400, "{v}");
+    assert_eq!(v["error"]["code"], "schema", "{v}");
+    assert_eq!(v["error"]["location"], "calls[0].arguments", "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("did you mean `args`?"), "{v}");
+    let (st, v) = post_json(
+        &s.addr,
+        "/v1/data/mail/decide",
+        &json!({"input": {"facts": {"stage": "main"}, "calls": [{"id": "1", "name": "send_email"}]}}),
+    );
+    assert_eq!(st, 400, "{v}");
+    assert_eq!(v["error"]["location"], "calls[0].name", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("did you mean `tool`?"),
+        "{v}"
+    );
+    // The refused batch began no session, and the same call with `args` is judged: denied.
+    let call = json!({"id": "1", "tool": "send_email", "args": {"bcc": "spy@evil.io"}});
+    let body = json!({"session": "s", "turn": "t", "facts": {"stage": "main"}, "calls": [call]});
+    let (st, v) = post_json(&s.addr, "/v1/decide", &body);
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["session"], "new", "{v}");
+    assert_eq!(v["decisions"][0]["allow"], false, "{v}");
 }
 
 #[test]

@@ -3,7 +3,10 @@
 //! It reads a request straight into the borrowed [`RequestView`]: strings without escapes
 //! stay slices of the input, message texts are checked for syntax and skipped, and custom
 //! facts no rule reads are skipped the same way. Everything a policy can read is checked
-//! exactly as [`crate::Request::from_json`] checks it.
+//! exactly as [`crate::Request::from_json`] checks it, and every object of the schema is
+//! closed as it is there: a key outside [`crate::schema`]'s lists for that object refuses the
+//! request (matched against the constants, so refusing allocates nothing). Only `facts`
+//! stays open, for custom facts.
 //!
 //! It never explains a failure: on any error the caller reads the text again with the strict
 //! reader, whose messages carry the line, column or field path. So this module only has to
@@ -231,7 +234,7 @@ impl<'de> Deserialize<'de> for Latched<'de> {
     }
 }
 
-/// `messages`: an array of `{from, media?, ...}` objects.
+/// `messages`: an array of `{from, media?, text?}` objects.
 struct Messages<'a>(MessageTable<'a>);
 
 impl<'de> Deserialize<'de> for Messages<'de> {
@@ -284,9 +287,10 @@ impl<'de> Visitor<'de> for MessageSeed<'_, 'de> {
                         kinds: &mut self.table.kinds,
                     })?;
                 }
-                _ => {
+                key::TEXT => {
                     map.next_value::<Skip>()?;
                 }
+                _ => return Err(invalid()),
             }
         }
         let client = client.ok_or_else(invalid)?;
@@ -363,9 +367,7 @@ impl<'de> Deserialize<'de> for CalledView<'de> {
                         key::TOOL => tool = Some(map.next_value::<Str<'de>>()?.0),
                         key::OK => ok = map.next_value::<Option<bool>>()?.unwrap_or(false),
                         key::TURNS_AGO => turns_ago = map.next_value::<Option<u64>>()?,
-                        _ => {
-                            map.next_value::<Skip>()?;
-                        }
+                        _ => return Err(invalid()),
                     }
                 }
                 Ok(CalledView {
@@ -426,9 +428,7 @@ impl<'de> Deserialize<'de> for CallEntry<'de> {
                                 _ => return Err(invalid()),
                             }
                         }
-                        _ => {
-                            map.next_value::<Skip>()?;
-                        }
+                        _ => return Err(invalid()),
                     }
                 }
                 Ok(CallEntry(CallView {

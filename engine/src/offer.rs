@@ -235,11 +235,16 @@ impl OfferRequest {
 
     /// Reads an offer request from an already parsed JSON value.
     pub fn from_value(value: Value) -> Result<Self, RequestError> {
-        let mut top = top_object(
-            value,
-            &key::OFFER_KEYS,
-            "an offer request has `facts`, `tools` and optionally `policy`, `session`, `turn`",
-        )?;
+        let mut top = top_object(value, &key::OFFER_KEYS, || {
+            format!(
+                "an offer request has `{}`, `{}` and optionally `{}`, `{}`, `{}`",
+                key::FACTS,
+                key::TOOLS,
+                key::POLICY,
+                key::SESSION,
+                key::TURN
+            )
+        })?;
         let tools = match top.remove(key::TOOLS) {
             Some(v) => ToolDef::list_from_value(v, key::TOOLS)?,
             None => {

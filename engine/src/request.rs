@@ -2,13 +2,17 @@
 //!
 //! Requests can be built in Rust directly or read from JSON with [`Request::from_json`].
 //! Standard facts of the wrong JSON type make the request malformed: the error names the
-//! field, because a silent default here would quietly change a security decision.
+//! field, because a silent default here would quietly change a security decision. For the
+//! same reason every object of the schema is closed (see [`crate::schema`]): a key it does not
+//! name is an error with a did-you-mean, never ignored, so a call sent with `arguments`
+//! instead of `args` is refused rather than judged with no arguments.
 
 use crate::error::RequestError;
 use crate::schema as key;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use toolgate_lang::did_you_mean;
 
 /// One batch of tool calls and the facts they are judged against.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -161,11 +165,16 @@ impl Request {
 
     /// Reads a request from an already parsed JSON value.
     pub fn from_value(value: Value) -> Result<Self, RequestError> {
-        let mut top = top_object(
-            value,
-            &key::REQUEST_KEYS,
-            "a request has `facts`, `calls` and optionally `policy`, `session`, `turn`",
-        )?;
+        let mut top = top_object(value, &key::REQUEST_KEYS, || {
+            format!(
+                "a request has `{}`, `{}` and optionally `{}`, `{}`, `{}`",
+                key::FACTS,
+                key::CALLS,
+                key::POLICY,
+                key::SESSION,
+                key::TURN
+            )
+        })?;
         let facts = match top.remove(key::FACTS) {
             None => Facts::default(),
             Some(v) => Facts::from_value(v)?,
@@ -331,6 +340,14 @@ impl Message {
                 format!("expected an object, found {}", type_name(&value)),
             ));
         };
+        closed(&m, &at, &key::MESSAGE_KEYS, &key::MESSAGE_ALIASES, || {
+            format!(
+                "a message has `{}` and optionally `{}`, `{}`",
+                key::FROM,
+                key::MEDIA,
+                key::TEXT
+            )
+        })?;
         let from = match m.remove(key::FROM) {
             Some(Value::String(s)) => s,
             Some(v) => {
@@ -374,6 +391,14 @@ impl CalledTool {
                 format!("expected an object, found {}", type_name(&value)),
             ));
         };
+        closed(&m, &at, &key::CALLED_KEYS, &key::CALLED_ALIASES, || {
+            format!(
+                "an earlier call has `{}` and optionally `{}`, `{}`",
+                key::TOOL,
+                key::OK,
+                key::TURNS_AGO
+            )
+        })?;
         let tool = match m.remove(key::TOOL) {
             Some(Value::String(s)) => s,
             Some(v) => {
@@ -421,6 +446,16 @@ impl Call {
                 format!("expected an object, found {}", type_name(&value)),
             ));
         };
+        // Before the fields are read: a call with `name` and `arguments` is told to say
+        // `tool` and `args`, not that its `tool` is missing.
+        closed(&m, &at, &key::CALL_KEYS, &key::CALL_ALIASES, || {
+            format!(
+                "a call has `{}`, `{}` and optionally `{}`",
+                key::ID,
+                key::TOOL,
+                key::ARGS
+            )
+        })?;
         let id = match m.remove(key::ID) {
             Some(Value::String(s)) => s,
             Some(v) => {
@@ -519,12 +554,13 @@ pub(crate) fn read_json(text: &str) -> Result<Value, RequestError> {
     crate::strict_json::parse(text)
 }
 
-/// The top-level object of a request body, refusing keys outside `allowed`; `shape` says
-/// what the body may hold, for the error.
+/// The top-level object of a request body, refusing keys outside `allowed`; `shape` (built
+/// only on failure) says what the body may hold, for the error. A standard fact sent at the
+/// top level is pointed to its place inside `facts`.
 pub(crate) fn top_object(
     value: Value,
     allowed: &[&str],
-    shape: &str,
+    shape: impl FnOnce() -> String,
 ) -> Result<Map<String, Value>, RequestError> {
     let Value::Object(top) = value else {
         return Err(schema(
@@ -532,10 +568,62 @@ pub(crate) fn top_object(
             format!("expected an object, found {}", type_name(&value)),
         ));
     };
-    if let Some(key) = top.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(schema(key, format!("unknown field; {shape}")));
+    if let Some(name) = first_unknown(&top, allowed) {
+        let hint = if key::STANDARD_FACTS.contains(&name) {
+            Some(format!("{}.{name}", key::FACTS))
+        } else {
+            meant(name, allowed, &key::REQUEST_ALIASES).map(str::to_string)
+        };
+        return Err(unknown_key("", name, hint.as_deref(), &shape()));
     }
     Ok(top)
+}
+
+/// Refuses an object of the schema holding a key outside `known`: the error names the first
+/// such key (in key order) at its path under `at`, with the key it most likely meant from
+/// `aliases` or by spelling, and `shape` (built only on failure) says what the object holds.
+fn closed(
+    object: &Map<String, Value>,
+    at: &str,
+    known: &[&str],
+    aliases: &[(&str, &'static str)],
+    shape: impl FnOnce() -> String,
+) -> Result<(), RequestError> {
+    match first_unknown(object, known) {
+        None => Ok(()),
+        Some(name) => Err(unknown_key(at, name, meant(name, known, aliases), &shape())),
+    }
+}
+
+/// The first key of `object` (in key order) that `known` does not hold.
+fn first_unknown<'m>(object: &'m Map<String, Value>, known: &[&str]) -> Option<&'m str> {
+    object
+        .keys()
+        .map(String::as_str)
+        .find(|k| !known.contains(k))
+}
+
+/// The key `name` most likely stands for: the one an alias (a name copied from a model API,
+/// compared ASCII case-insensitively) maps it to, else the closest known key by spelling.
+fn meant<'k>(name: &str, known: &[&'k str], aliases: &[(&str, &'k str)]) -> Option<&'k str> {
+    aliases
+        .iter()
+        .find(|(alias, _)| alias.eq_ignore_ascii_case(name))
+        .map(|(_, k)| *k)
+        .or_else(|| did_you_mean(name, known.iter().copied()))
+}
+
+/// The error for the unknown key `name` of the object at `at`, with the hint and the shape.
+fn unknown_key(at: &str, name: &str, hint: Option<&str>, shape: &str) -> RequestError {
+    let path = if at.is_empty() {
+        name.to_string()
+    } else {
+        format!("{at}.{name}")
+    };
+    let hint = hint
+        .map(|h| format!("did you mean `{h}`? "))
+        .unwrap_or_default();
+    schema(&path, format!("unknown field; {hint}{shape}"))
 }
 
 /// A schema error at `path` (the whole body when `path` is empty).

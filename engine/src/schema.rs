@@ -5,6 +5,19 @@
 //! all match on these constants, so a key renamed or added here is renamed or added
 //! everywhere. Matching a `&str` against a constant pattern compiles exactly like matching
 //! it against the literal, so the one-pass reader pays nothing for the indirection.
+//!
+//! Every object of a request is closed: the request itself ([`REQUEST_KEYS`]), an offer
+//! request ([`OFFER_KEYS`]), each call ([`CALL_KEYS`]), each message ([`MESSAGE_KEYS`]) and
+//! each `called` entry ([`CALLED_KEYS`]). Any other key makes the request malformed, with a
+//! did-you-mean from the `*_ALIASES` tables (the names executors copy from model APIs) or
+//! from the edit-distance rule. The reason: an ignored key is read as an absent one, so a
+//! call sent with OpenAI's `arguments` was judged with no arguments at all, and a rule such
+//! as `require not args.bcc exists` allowed it. What stays open, by design: the keys of
+//! `facts` (any key that is not a standard fact is a custom fact, [`STANDARD_FACTS`]), and the
+//! contents of `args`, `fields` and custom facts, which are the executor's own data; a
+//! `latched` object's keys are latch names, checked against the policy
+//! ([`crate::Policy::check_request`]). Tool definitions in an offer request keep the
+//! executor's own shape and pass unknown keys through.
 
 /// The request's facts object.
 pub const FACTS: &str = "facts";
@@ -54,3 +67,48 @@ pub const TURNS_AGO: &str = "turns_ago";
 pub const ID: &str = "id";
 /// A call's arguments.
 pub const ARGS: &str = "args";
+/// A message's text: accepted so an executor can send its transcript as it is, never read.
+pub const TEXT: &str = "text";
+
+/// The keys of a call object.
+pub const CALL_KEYS: [&str; 3] = [ID, TOOL, ARGS];
+/// The keys of a message (an entry of `facts.messages`).
+pub const MESSAGE_KEYS: [&str; 3] = [FROM, MEDIA, TEXT];
+/// The keys of an earlier call (an entry of `facts.called`).
+pub const CALLED_KEYS: [&str; 3] = [TOOL, OK, TURNS_AGO];
+
+/// Names a model API or agent SDK gives a call's parts (OpenAI's `arguments` and `name`,
+/// Anthropic's `input`, MCP's `params`, hook payloads' `tool_input`), each with the key a
+/// call has here: the did-you-mean for a call copied as the model wrote it.
+pub const CALL_ALIASES: [(&str, &str); 12] = [
+    ("arguments", ARGS),
+    ("input", ARGS),
+    ("parameters", ARGS),
+    ("params", ARGS),
+    ("tool_input", ARGS),
+    ("name", TOOL),
+    ("function", TOOL),
+    ("tool_name", TOOL),
+    ("call_id", ID),
+    ("tool_call_id", ID),
+    ("tool_use_id", ID),
+    ("toolCallId", ID),
+];
+/// Names chat APIs give a message's parts (`role`, `content`), with the key a message has
+/// here.
+pub const MESSAGE_ALIASES: [(&str, &str); 4] = [
+    ("role", FROM),
+    ("author", FROM),
+    ("content", TEXT),
+    ("attachments", MEDIA),
+];
+/// Names an executor may give an earlier call's parts, with the key a `called` entry has here.
+pub const CALLED_ALIASES: [(&str, &str); 4] = [
+    ("name", TOOL),
+    ("tool_name", TOOL),
+    ("success", OK),
+    ("succeeded", OK),
+];
+/// Names for a request's parts at its top level, with the key meant: OpenAI's `tool_calls`
+/// are the batch.
+pub const REQUEST_ALIASES: [(&str, &str); 1] = [("tool_calls", CALLS)];

@@ -58,8 +58,9 @@ fn message() -> impl Strategy<Value = Value> {
         ),
         prop::option::of(wild()),
         any::<bool>(),
+        0u8..16,
     )
-        .prop_map(|(from, media, extra, drop_from)| {
+        .prop_map(|(from, media, extra, drop_from, unknown)| {
             let mut m = Map::new();
             if !drop_from {
                 m.insert("from".into(), Value::from(from.replace("\\u0069", "i")));
@@ -71,6 +72,16 @@ fn message() -> impl Strategy<Value = Value> {
             );
             if let Some(extra) = extra {
                 m.insert("media".into(), extra);
+            }
+            // Now and then a key a message does not have (`role`, an escaped `from`-alike).
+            match unknown {
+                0 => {
+                    m.insert("role".into(), json!("user"));
+                }
+                1 => {
+                    m.insert("fr\u{f6}m".into(), json!("client"));
+                }
+                _ => {}
             }
             Value::Object(m)
         })
@@ -95,16 +106,25 @@ fn call() -> impl Strategy<Value = Value> {
         ]),
         any::<bool>(),
         0u8..4,
+        0u8..16,
     )
-        .prop_map(|(tool, args, with_id, extra)| {
+        .prop_map(|(tool, args, with_id, extra, unknown)| {
             let mut c = Map::new();
             if with_id || extra == 0 {
                 c.insert("id".into(), json!(format!("c{extra}")));
             }
             c.insert("tool".into(), json!(tool));
             c.insert("args".into(), args);
-            if extra == 3 {
-                c.insert("note".into(), json!({"ignored": [1, 2, 3]}));
+            // Now and then a key a call does not have: an arbitrary one, or OpenAI's
+            // `arguments`, which used to be ignored (the call judged with no arguments).
+            match unknown {
+                0 => {
+                    c.insert("note".into(), json!({"ignored": [1, 2, 3]}));
+                }
+                1 => {
+                    c.insert("arguments".into(), json!({"amount": 9000}));
+                }
+                _ => {}
             }
             Value::Object(c)
         })
@@ -132,6 +152,8 @@ fn facts() -> impl Strategy<Value = Value> {
             Just(json!([{"tool": "verify", "ok": true}])),
             Just(json!([{"tool": "verify", "ok": false}, {"tool": "lookup"}])),
             Just(json!([{"ok": true}])),
+            Just(json!([{"tool": "verify", "ok": true, "name": "verify"}])),
+            Just(json!([{"tool": "verify", "ok": true, "turns_ago": 0}])),
             wild(),
         ]),
         prop::option::of(wild()),
@@ -229,6 +251,16 @@ fn agree_on_hand_written_edge_cases() {
         r#""#,
         r#"{"calls": [{"id": "a", "tool": "fetch", "args": {"url": "https://docs.example.com/\ud83d\ude00"}}], "facts": {"stage": "main"}}"#,
         r#"{"calls": [{"id": "a", "tool": "fetch", "args": {"url": "https://docs.example.com/\ud83d"}}], "facts": {"stage": "main"}}"#,
+        // Closed objects: an unknown key anywhere but in `facts`, `args` and `fields`.
+        r#"{"facts": {"stage": "main"}, "calls": [{"id": "a", "tool": "pay", "arguments": {"amount": 9000}}]}"#,
+        r#"{"facts": {"stage": "main"}, "calls": [{"id": "a", "tool": "pay", "input": {}}]}"#,
+        r#"{"facts": {"stage": "main"}, "calls": [{"id": "a", "name": "pay"}]}"#,
+        r#"{"facts": {"stage": "main"}, "calls": [{"id": "a", "tool": "pay", "\u0061rgs": {}, "argz": 1}]}"#,
+        r#"{"facts": {"messages": [{"from": "client", "role": "user"}]}, "calls": []}"#,
+        r#"{"facts": {"messages": [{"from": "client", "text": {"any": ["json"]}}]}, "calls": []}"#,
+        r#"{"facts": {"called": [{"tool": "verify", "ok": true, "succeeded": true}]}, "calls": []}"#,
+        r#"{"facts": {"arguments": {"amount": 9000}, "stage": "main"}, "calls": [{"id": "a", "tool": "lookup"}]}"#,
+        r#"{"facts": {"fields": {"role": 1}}, "calls": [{"id": "a", "tool": "lookup", "args": {"input": 1}}]}"#,
     ];
     for text in cases {
         assert_eq!(

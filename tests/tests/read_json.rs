@@ -139,6 +139,11 @@ fn read_json_refuses_what_the_strict_path_refuses() {
         r#"{"calls": []"#,
         r#"{"facts": {"stage": "main"}}"#,
         r#"{"calls": [], "extra": 1}"#,
+        // Every object is closed: an unknown key in a call, a message or a `called` entry.
+        r#"{"facts": {"stage": "main"}, "calls": [{"id": "a", "tool": "pay", "arguments": {"amount": 9000}}]}"#,
+        r#"{"calls": [{"id": "a", "name": "pay"}]}"#,
+        r#"{"facts": {"messages": [{"from": "client", "role": "user"}]}, "calls": []}"#,
+        r#"{"facts": {"called": [{"tool": "verify", "ok": true, "name": "verify"}]}, "calls": []}"#,
     ];
     for text in refused {
         assert!(policy.read_json(text).is_none(), "accepted {text}");

@@ -221,6 +221,10 @@ fn known_regression_inputs_have_their_expected_outcome() {
         ("wrong_type_call_args.json", "calls[0].args"),
         ("wrong_type_call_tool.json", "calls[0].tool"),
         ("wrong_type_called_ok.json", "facts.called[0].ok"),
+        // Closed objects: a key the schema does not name, refused rather than ignored.
+        ("unknown_call_field.json", "calls[0].arguments"),
+        ("unknown_message_field.json", "facts.messages[0].role"),
+        ("unknown_called_field.json", "facts.called[0].name"),
     ] {
         match coach.decide_json(&read(file)) {
             Err(RequestError::Schema { path: got, .. }) => assert_eq!(got, path, "{file}"),

@@ -126,6 +126,23 @@ test('a malformed request object names the field, like the Rust RequestError', (
   assert.match(latch.message, /documentation_read/); // did you mean
 });
 
+test('a call with the model API\'s own keys is refused, not judged without its arguments', () => {
+  // Every object of a request is closed: `arguments` used to be ignored, the call judged
+  // with no arguments at all.
+  for (const [call, field, meant] of [
+    [{ id: 'a', tool: 'update_memory', arguments: { note: 'x' } }, 'calls[0].arguments', 'args'],
+    [{ id: 'a', tool: 'update_memory', input: { note: 'x' } }, 'calls[0].input', 'args'],
+    [{ id: 'a', name: 'update_memory', args: {} }, 'calls[0].name', 'tool'],
+  ]) {
+    const request = { facts: { stage: 'coach' }, calls: [call] };
+    for (const form of [request, JSON.stringify(request)]) {
+      const e = requestError(() => coach().decide(form));
+      assert.equal(e.field, field);
+      assert.ok(e.message.includes(`did you mean \`${meant}\`?`), e.message);
+    }
+  }
+});
+
 test('a request string with a key given twice is refused with its path', () => {
   const text = '{"facts":{"stage":"coach"},"calls":[{"id":"a","tool":"grade_attempt","tool":"get_learner_state","args":{}}]}';
   const e = requestError(() => coach().decide(text));

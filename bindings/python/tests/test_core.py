@@ -158,6 +158,24 @@ def test_request_errors_name_the_field_in_every_form():
         assert str(caught.value).startswith("request field `facts.stage`:")
 
 
+@pytest.mark.parametrize(
+    "sent,field,meant",
+    [
+        ({"id": "1", "tool": "refund", "arguments": {"amount": 5000}}, "calls[0].arguments", "args"),
+        ({"id": "1", "tool": "refund", "input": {"amount": 5000}}, "calls[0].input", "args"),
+        ({"id": "1", "name": "refund", "args": {"amount": 5000}}, "calls[0].name", "tool"),
+    ],
+)
+def test_a_call_with_a_model_apis_own_keys_is_refused_not_judged_without_arguments(sent, field, meant):
+    # Every object of a request is closed: an unknown key used to be ignored, so `arguments`
+    # was judged as no arguments at all.
+    for request in ({"facts": {"stage": "support"}, "calls": [sent]}, json.dumps({"facts": {"stage": "support"}, "calls": [sent]})):
+        with pytest.raises(toolgate.RequestError) as caught:
+            shop().decide(request)
+        assert caught.value.field == field
+        assert f"did you mean `{meant}`?" in str(caught.value)
+
+
 def test_a_request_for_another_policy_is_refused():
     with pytest.raises(toolgate.RequestError) as caught:
         shop().decide({"policy": "other", "calls": []})
