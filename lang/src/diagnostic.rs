@@ -117,6 +117,14 @@ impl Diagnostic {
     }
 }
 
+/// Longest source line shown whole, in characters; a longer one (a one-line JSON dump, say)
+/// is cut to a window around the caret, so one error does not print the whole line.
+const MAX_SHOWN: usize = 120;
+/// Characters shown before the caret in a cut line.
+const BEFORE_CARET: usize = 40;
+/// What stands for the characters a cut line leaves out.
+const CUT: &str = "...";
+
 /// The source line of `span`, and a caret under it with an optional label.
 fn snippet(out: &mut String, source: &SourceFile, span: Span, label: Option<&str>, gutter: usize) {
     let start = source.line_col(span.start);
@@ -129,13 +137,28 @@ fn snippet(out: &mut String, source: &SourceFile, span: Span, label: Option<&str
         .get(span.start..span_end_on_line)
         .map_or(1, |s| s.chars().count())
         .max(1);
-    let indent: String = line_text
-        .chars()
-        .take(start.col - 1)
-        .map(|c| if c == '\t' { '\t' } else { ' ' })
+    let chars: Vec<char> = line_text.chars().collect();
+    let caret_at = (start.col - 1).min(chars.len());
+    // The window of the line shown, in characters, and the caret's column within it.
+    let (from, to) = if chars.len() <= MAX_SHOWN {
+        (0, chars.len())
+    } else {
+        let from = caret_at.saturating_sub(BEFORE_CARET);
+        (from, (from + MAX_SHOWN).min(chars.len()))
+    };
+    let lead = if from > 0 { CUT } else { "" };
+    let tail = if to < chars.len() { CUT } else { "" };
+    let shown: String = chars[from..to].iter().collect();
+    let indent: String = std::iter::repeat_n(' ', lead.len())
+        .chain(
+            chars[from..caret_at]
+                .iter()
+                .map(|c| if *c == '\t' { '\t' } else { ' ' }),
+        )
         .collect();
+    let width = width.min(to.saturating_sub(caret_at).max(1));
     let _ = writeln!(out, "{pad} |");
-    let _ = writeln!(out, "{:>gutter$} | {}", start.line, line_text);
+    let _ = writeln!(out, "{:>gutter$} | {lead}{shown}{tail}", start.line);
     let carets = "^".repeat(width);
     match label {
         Some(label) => {
@@ -159,6 +182,25 @@ pub fn render_all(diagnostics: &[Diagnostic], source: &SourceFile) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_line_is_cut_around_the_caret() {
+        let line = format!("{}BAD{}", "a".repeat(500), "b".repeat(500));
+        let src = SourceFile::new("tools.json", &format!("{line}\n"));
+        let d = Diagnostic::error(Span::new(500, 503), "bad");
+        let text = d.render(&src);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[2].len() < 140, "{}", lines[2]);
+        assert!(
+            lines[2].contains("...") && lines[2].contains("BAD"),
+            "{}",
+            lines[2]
+        );
+        // The caret sits under BAD.
+        let at = lines[2].find("BAD").unwrap();
+        assert_eq!(lines[3].find('^'), Some(at), "{text}");
+        assert_eq!(lines[3].matches('^').count(), 3);
+    }
 
     #[test]
     fn renders_location_caret_and_help() {
