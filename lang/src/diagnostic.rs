@@ -186,7 +186,7 @@ mod tests {
     #[test]
     fn a_long_line_is_cut_around_the_caret() {
         let line = format!("{}BAD{}", "a".repeat(500), "b".repeat(500));
-        let src = SourceFile::new("tools.json", &format!("{line}\n"));
+        let src = SourceFile::new("tools.json", format!("{line}\n"));
         let d = Diagnostic::error(Span::new(500, 503), "bad");
         let text = d.render(&src);
         let lines: Vec<&str> = text.lines().collect();
