@@ -1,6 +1,8 @@
 //! The typed exceptions, and the diagnostic objects a `CompileError` carries.
 
-use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyPermissionError, PyValueError};
+use pyo3::exceptions::{
+    PyFileNotFoundError, PyOSError, PyPermissionError, PyRuntimeError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use toolgate_engine::{Diagnostic, Severity, SourceFile};
@@ -22,6 +24,16 @@ pyo3::create_exception!(
     "A request that cannot be judged: not JSON, a key given twice, a field of the wrong \
      type, or a policy other than this one. `.field` names the field (`calls[0].args.amount`) \
      when there is one; `.line` and `.column` locate JSON text errors."
+);
+
+pyo3::create_exception!(
+    toolgate,
+    TurnError,
+    PyRuntimeError,
+    "A turn that cannot be judged: the policy no longer declares a latch set in it (a \
+     reload, a policy swapped mid-turn), the session holds the most latched turns one \
+     session may, or one turn came under too many ids. Every call of it is denied until the \
+     user's next message."
 );
 
 /// One diagnostic of a policy: an error or a warning, where it is, and what to do.
@@ -140,4 +152,9 @@ pub fn load_error(py: Python<'_>, e: LoadError) -> PyErr {
         },
         other => PyValueError::new_err(other.to_string()),
     }
+}
+
+/// `toolgate.TurnError` for `e`.
+pub fn turn_error(e: &toolgate_turns::TurnError) -> PyErr {
+    TurnError::new_err(e.to_string())
 }

@@ -3,13 +3,15 @@
 //! The Python package `toolgate` re-exports everything here; the adapters for agent
 //! frameworks are pure Python on top. A denial is a result (a decision with `allow: false`),
 //! never an exception: the only exceptions are a policy that does not compile
-//! ([`errors::CompileError`]) and a request that cannot be read ([`errors::RequestError`]).
+//! ([`errors::CompileError`]), a request that cannot be read ([`errors::RequestError`]) and
+//! a turn whose state cannot judge it ([`errors::TurnError`], from [`turns::PyTurnState`]).
 
 mod errors;
 mod from_python;
 mod input;
 mod policy;
 mod store;
+mod turns;
 
 use policy::PyPolicy;
 use pyo3::prelude::*;
@@ -56,9 +58,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_class::<PyPolicy>()?;
     m.add_class::<store::PyPolicyStore>()?;
+    m.add_class::<turns::PyTurnState>()?;
     m.add_class::<errors::PyDiagnostic>()?;
     let py = m.py();
     m.add("CompileError", py.get_type::<errors::CompileError>())?;
     m.add("RequestError", py.get_type::<errors::RequestError>())?;
+    m.add("TurnError", py.get_type::<errors::TurnError>())?;
     Ok(())
 }

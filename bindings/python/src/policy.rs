@@ -113,6 +113,9 @@ impl PyPolicy {
 }
 
 /// A response, offer or explanation as Python objects, through the engine's own `Serialize`.
-fn to_python<'py, T: Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn to_python<'py, T: Serialize>(
+    py: Python<'py>,
+    value: &T,
+) -> PyResult<Bound<'py, PyAny>> {
     pythonize(py, value).map_err(PyErr::from)
 }

@@ -4,7 +4,7 @@ use crate::policy::PyPolicy;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use std::sync::Arc;
-use toolgate_engine::{PolicySet, PolicyStore};
+use toolgate_engine::{Policy, PolicySet, PolicyStore};
 
 /// Holds the policy in force and swaps it while other threads keep deciding.
 ///
@@ -28,12 +28,8 @@ impl PyPolicyStore {
 
     /// The policy in force.
     fn current(&self) -> PyResult<PyPolicy> {
-        let set = self.inner.snapshot();
-        let policy = set
-            .only()
-            .ok_or_else(|| PyRuntimeError::new_err("the store holds no policy"))?;
         Ok(PyPolicy {
-            inner: Arc::clone(policy),
+            inner: self.current_policy()?,
         })
     }
 
@@ -53,6 +49,16 @@ impl PyPolicyStore {
             current.inner.module(),
             current.inner.revision()
         ))
+    }
+}
+
+impl PyPolicyStore {
+    /// The policy in force, shared.
+    pub(crate) fn current_policy(&self) -> PyResult<Arc<Policy>> {
+        let set = self.inner.snapshot();
+        set.only()
+            .map(Arc::clone)
+            .ok_or_else(|| PyRuntimeError::new_err("the store holds no policy"))
     }
 }
 

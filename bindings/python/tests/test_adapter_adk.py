@@ -101,3 +101,29 @@ def test_the_whole_message_is_judged_so_a_write_before_the_ingest_is_denied_too(
     ran, model = run(agent_policy, script, as_plugin)
     assert "fetched web content" in responses(model.seen[1])["c1"]["error"]
     assert ran.tools() == ["web_fetch"]
+
+
+def last_responses(llm_request):
+    """The function responses the model is sent, in order: ids may repeat across messages."""
+    return [
+        (part.function_response.id, part.function_response.response)
+        for content in llm_request.contents
+        for part in content.parts or []
+        if part.function_response is not None
+    ]
+
+
+@pytest.mark.parametrize("as_plugin", [False, True], ids=["callback", "plugin"])
+def test_a_verdict_of_an_earlier_message_never_answers_a_later_one_with_the_same_call_id(agent_policy, as_plugin):
+    # A model that numbers call ids per message: the refund of the third message has the id
+    # the allowed refund of the first had, and comes after an ingest latched the turn.
+    script = [
+        calls(("call_0", "refund", {"amount": 20})),
+        calls(("call_0", "web_fetch", {"url": "https://example.com"})),
+        calls(("call_0", "refund", {"amount": 20})),
+        text("done"),
+    ]
+    ran, model = run(agent_policy, script, as_plugin)
+    assert ran.tools() == ["refund", "web_fetch"]
+    *_, (call_id, third) = last_responses(model.seen[3])
+    assert call_id == "call_0" and "fetched web content" in third["error"]

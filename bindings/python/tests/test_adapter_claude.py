@@ -86,8 +86,9 @@ def session(policy, script):
     return asyncio.run(go())
 
 
-async def pre_tool_use(cli, tool, tool_use_id, **args):
-    [answer] = await cli.fire("PreToolUse", tool, tool_input=args, tool_use_id=tool_use_id)
+async def pre_tool_use(cli, tool, tool_use_id, prompt_id=None, **args):
+    fields = {} if prompt_id is None else {"prompt_id": prompt_id}
+    [answer] = await cli.fire("PreToolUse", tool, tool_input=args, tool_use_id=tool_use_id, **fields)
     return answer
 
 
@@ -124,4 +125,27 @@ def test_the_latch_holds_across_the_batch_and_clears_on_the_next_prompt(agent_po
     assert fetched == {}
     assert blocked["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert "fetched web content" in blocked["hookSpecificOutput"]["permissionDecisionReason"]
+    assert later == {}
+
+
+def test_a_late_post_tool_use_of_the_previous_prompt_never_resets_the_current_turn(agent_policy):
+    async def script(cli):
+        await cli.fire("UserPromptSubmit", prompt="read the page", prompt_id="p1")
+        await pre_tool_use(cli, "web_fetch", "t1", prompt_id="p1", url="https://example.com")
+        await cli.fire("UserPromptSubmit", prompt="read it again, then refund", prompt_id="p2")
+        fetched = await pre_tool_use(cli, "web_fetch", "t2", prompt_id="p2", url="https://example.com")
+        # The first prompt's PostToolUse arrives late, after the second prompt's call.
+        await cli.fire("PostToolUse", "web_fetch", tool_input={"url": "https://example.com"}, tool_response="<html/>", tool_use_id="t1", prompt_id="p1")
+        blocked = await pre_tool_use(cli, "refund", "t3", prompt_id="p2", amount=20)
+        # A late call of the first prompt is judged with that prompt's own (latched) turn.
+        late = await pre_tool_use(cli, "refund", "t4", prompt_id="p1", amount=20)
+        await cli.fire("UserPromptSubmit", prompt="refund now", prompt_id="p3")
+        later = await pre_tool_use(cli, "refund", "t5", prompt_id="p3", amount=20)
+        return fetched, blocked, late, later
+
+    fetched, blocked, late, later = session(agent_policy, script)
+    assert fetched == {}
+    assert blocked["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "fetched web content" in blocked["hookSpecificOutput"]["permissionDecisionReason"]
+    assert late["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert later == {}

@@ -95,3 +95,26 @@ def test_with_run_hooks_a_duplicate_key_is_still_refused(agent_policy):
     ran, model, _ = run(agent_policy, [[fn_call("c1", "refund", '{"amount": 5, "amount": 5000}')], [say("sorry")]], batch_hooks=True)
     assert ran.tools() == []
     assert "twice" in outputs(model.seen[1])["c1"]
+
+
+def test_with_run_hooks_a_verdict_of_an_earlier_response_never_answers_a_later_one_with_the_same_call_id(agent_policy):
+    # A provider that numbers call ids per response, and an executor that runs several agent
+    # runs for one user message (the SDK refuses a reused call id only within one run's
+    # history). The third run's refund has the id and the raw arguments of the first run's
+    # allowed refund, and comes after the second run's ingest latched the turn.
+    ran = Executed()
+    gate = OpenAIAgentsGate(agent_policy, facts={"stage": "main"})
+    tools = gate.protect(*(function_tool(f) for f in shop_tools(ran)))
+    gate.start_turn()
+    models = []
+    for first in (
+        fn_call("call_0", "refund", {"amount": 20}),
+        fn_call("call_0", "web_fetch", {"url": "https://example.com"}),
+        fn_call("call_0", "refund", {"amount": 20}),
+    ):
+        model = ScriptedModel([[first], [say("done")]])
+        models.append(model)
+        asyncio.run(Runner.run(Agent(name="shop", model=model, tools=tools), "help me", hooks=gate.run_hooks()))
+    assert ran.tools() == ["refund", "web_fetch"]
+    assert "fetched web content" in outputs(models[2].seen[1])["call_0"]
+    assert gate.turn().latched is True

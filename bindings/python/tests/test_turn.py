@@ -79,3 +79,103 @@ def test_recorded_calls_are_dated_this_turn_so_called_within_rules_can_pass():
     # `called` copied as it is carries the calls undated, never as this turn's: denied.
     assert turn.called[-1] == {"tool": "verify_identity", "ok": True}
     assert not Turn(policy, {"stage": "main", "called": turn.called}).judge_one("modify_booking", {})["allow"]
+
+
+REFUND = {"id": "call_0", "tool": "refund", "args": {"amount": 5}}
+FETCH = {"id": "call_0", "tool": "web_fetch", "args": {"url": "https://example.com"}}
+
+
+def test_a_batch_verdict_never_answers_a_call_of_a_later_batch_with_the_same_call_id(agent_policy):
+    # A provider numbering call ids per model message: both messages hold a `call_0`.
+    turn = Gate(agent_policy, facts={"stage": "main"}).turn("s")
+    turn.judge_batch_once("message-1", [REFUND])
+    turn.judge_batch_once("message-2", [FETCH])
+    assert turn.batch_decision("call_0", "refund", {"amount": 5}) is None
+    assert not turn.judge_one("refund", {"amount": 5}, "call_0")["allow"]
+
+
+def test_a_batch_verdict_judged_before_a_latch_is_never_served_after_it(agent_policy):
+    turn = Gate(agent_policy, facts={"stage": "main"}).turn("s")
+    turn.judge_batch_once("message-1", [REFUND])
+    assert turn.batch_decision("call_0", "refund", {"amount": 5})["allow"], "the batch's own call is answered"
+    assert turn.judge_one("web_fetch", {"url": "https://example.com"}, "call_9")["allow"]
+    assert turn.batch_decision("call_0", "refund", {"amount": 5}) is None
+    # Asked to judge the same message again, the turn judges it with the latch now set.
+    [again] = turn.judge_batch_once("message-1", [REFUND])
+    assert (again["allow"], again["kind"]) == (False, "latch")
+
+
+def test_a_batch_verdict_answers_only_its_own_batch_call_tool_and_arguments(agent_policy):
+    gate = Gate(agent_policy, facts={"stage": "main"})
+    turn = gate.turn("s")
+    turn.judge_batch_once("message-1", [REFUND])
+    assert turn.batch_decision("call_0", "refund", {"amount": 5}, batch_id="message-2") is None
+    assert turn.batch_decision("call_0", "refund", {"amount": 50}) is None
+    assert turn.batch_decision("call_0", "lookup_order", {"amount": 5}) is None
+    assert turn.batch_decision("call_1", "refund", {"amount": 5}) is None
+    # Another turn of the session never gets this turn's verdicts.
+    assert gate.start_turn("s").batch_decision("call_0", "refund", {"amount": 5}) is None
+    assert turn.batch_decision("call_0", "refund", {"amount": 5}, batch_id="message-1")["allow"]
+    # Given once: a second call under the same id is another call, judged alone.
+    assert turn.batch_decision("call_0", "refund", {"amount": 5}, batch_id="message-1") is None
+
+
+def test_raw_arguments_match_a_kept_verdict_only_as_the_engine_reads_them(agent_policy):
+    turn = Gate(agent_policy, facts={"stage": "main"}).turn()
+    turn.judge_batch_once("m", [("c1", "refund", '{"amount": 5}')], raw=True)
+    # A key given twice reads as no value, so it never matches the verdict of its last copy.
+    assert turn.batch_decision("c1", "refund", '{"amount": 5000, "amount": 5}') is None
+    assert turn.batch_decision("c1", "refund", "not json") is None
+    assert turn.batch_decision("c1", "refund", '{ "amount":5 }')["allow"]
+
+
+def test_a_late_event_of_an_earlier_epoch_never_resets_the_current_turn(agent_policy):
+    gate = Gate(agent_policy, facts={"stage": "main"})
+    gate.turn("s", epoch="p1").judge_one("web_fetch", {"url": "https://example.com"})
+    gate.turn("s", epoch="p2").judge_one("web_fetch", {"url": "https://example.com"})
+    gate.turn("s", epoch="p1").record("web_fetch")  # the first prompt's post-tool event, late
+    assert not gate.turn("s", epoch="p2").judge_one("refund", {"amount": 5})["allow"]
+    assert not gate.turn("s").judge_one("refund", {"amount": 5})["allow"], "p2 is still the current turn"
+
+
+def test_a_known_epoch_goes_back_to_its_own_turn_and_latches(agent_policy):
+    gate = Gate(agent_policy, facts={"stage": "main"})
+    gate.turn("s", epoch="p1").judge_one("web_fetch", {"url": "https://example.com"})
+    assert gate.turn("s", epoch="p2").latched is False
+    late = gate.turn("s", epoch="p1").judge_one("refund", {"amount": 5})
+    assert (late["allow"], late["kind"]) == (False, "latch"), "a late call of p1 is judged latched"
+    assert gate.turn("s", epoch="p2").judge_one("refund", {"amount": 5})["allow"]
+    # A repeated signal of a known turn changes nothing.
+    assert gate.start_turn("s", epoch="p1").latched is True
+    assert gate.turn("s").id == "p2"
+
+
+def test_recording_never_starts_a_turn_and_an_unknown_epoch_records_undated():
+    policy = toolgate.compile(
+        "module bank\nread verify_identity\nwrite modify_booking\n"
+        "stage main { tools [verify_identity, modify_booking] }\n"
+        "rule fresh_identity for modify_booking { require called_within(verify_identity, turns: 1) }\n"
+    )
+    gate = Gate(policy, facts={"stage": "main"})
+    turn = gate.turn("s", epoch="p1")
+    gate.record("s", "verify_identity", epoch="never-seen")
+    assert gate.turn("s") is turn
+    assert not turn.judge_one("modify_booking", {})["allow"], "an undated call is never recent"
+    gate.record("s", "verify_identity", epoch="p1")
+    assert turn.judge_one("modify_booking", {})["allow"]
+
+
+def test_calls_of_earlier_turns_of_the_session_count_and_are_dated_by_their_turn():
+    policy = toolgate.compile(
+        "module bank\nread verify_identity\nwrite modify_booking, close_account\n"
+        "stage main { tools [verify_identity, modify_booking, close_account] }\n"
+        "rule identity_verified for modify_booking { require called_before(verify_identity) }\n"
+        "rule fresh_identity for close_account { require called_within(verify_identity, turns: 1) }\n"
+    )
+    gate = Gate(policy, facts={"stage": "main"})
+    gate.turn("s", epoch="p1").record("verify_identity")
+    later = gate.turn("s", epoch="p2")
+    assert later.judge_one("modify_booking", {})["allow"], "verified earlier in the conversation"
+    assert not later.judge_one("close_account", {})["allow"], "but not this turn"
+    assert later.called == [] and gate.turn("s", epoch="p1").called == [{"tool": "verify_identity", "ok": True}]
+    assert later.state.called == [{"tool": "verify_identity", "ok": True, "turns_ago": 1}]

@@ -12,8 +12,10 @@ Compile a policy once, then judge each batch of tool calls before dispatching it
             print(d["id"], d["reason"])   # the refusal the model reads
 
 A denial is a result (``allow: False`` with a ``reason``), never an exception. The only
-exceptions are ``CompileError`` (a policy that does not compile) and ``RequestError`` (a
-request that cannot be read). Adapters for agent frameworks are in ``toolgate.adapters``.
+exceptions are ``CompileError`` (a policy that does not compile), ``RequestError`` (a
+request that cannot be read) and ``TurnError`` (a ``TurnState`` turn that cannot be judged).
+``TurnState`` keeps a session's turns and latches for code that sees one call or one model
+message at a time; adapters for agent frameworks, built on it, are in ``toolgate.adapters``.
 """
 
 from ._native import (
@@ -22,6 +24,8 @@ from ._native import (
     Policy,
     PolicyStore,
     RequestError,
+    TurnError,
+    TurnState,
     compile,
     load,
 )
@@ -32,6 +36,8 @@ __all__ = [
     "Policy",
     "PolicyStore",
     "RequestError",
+    "TurnError",
+    "TurnState",
     "compile",
     "load",
 ]

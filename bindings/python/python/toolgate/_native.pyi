@@ -1,7 +1,7 @@
 """Type stubs of the native extension ``toolgate._native`` (re-exported by ``toolgate``)."""
 
 import os
-from typing import Any, Dict, List, Literal, Optional, Union
+from typing import Any, Dict, List, Literal, Mapping, Optional, Union
 
 Request = Union[Dict[str, Any], str, bytes]
 """A request: a dict, or JSON text as str or bytes."""
@@ -30,6 +30,10 @@ class RequestError(ValueError):
     line: Optional[int]
     column: Optional[int]
 
+class TurnError(RuntimeError):
+    """A turn that cannot be judged: the policy no longer declares a latch set in it, or the
+    session holds too many latched turns (or one turn came under too many ids)."""
+
 class Policy:
     """A compiled policy: immutable, safe to share across threads."""
 
@@ -57,6 +61,48 @@ class PolicyStore:
         """The policy in force; never blocks."""
     def swap(self, policy: Policy) -> None:
         """Puts ``policy`` in force; decisions holding the previous one finish with it."""
+
+Source = Union[Policy, PolicyStore]
+"""A policy, or a store whose policy in force is read at each call."""
+
+class TurnState:
+    """The turn state of one session (the Rust ``toolgate_turns::SessionTurns`` every
+    surface shares): its recent turns known by their ids, each turn's latches, and the calls
+    that ran. Thread-safe; ``judge`` places, decides and latches a batch under one lock.
+
+    Turn ids are the framework's new-turn signal: an id never seen starts a turn; a known id
+    goes back to its own turn and latches, whatever came in between."""
+
+    def __init__(self) -> None: ...
+    def signal(self, policy: Source, id: Optional[str] = None) -> None:
+        """A new user message (turn ``id``, if it has one); a known id changes nothing.
+        Raises ``TurnError`` when the session holds the most latched turns it may."""
+    def judge(self, policy: Source, request: Request, turn: Optional[str] = None, batch: Optional[str] = None) -> Dict[str, Any]:
+        """Judges the batch as a call of ``turn`` (default: the request's ``turn``, else the
+        current turn) with the turn's latches and the session's recorded calls merged into
+        the executor's facts, and records the latches it set; ``decide``'s response.
+        ``batch`` keeps the verdicts for ``decision``. Raises ``RequestError`` or ``TurnError``."""
+    def decision(
+        self, policy: Source, call_id: str, tool: str, args: Union[Mapping[str, Any], str, bytes], turn: Optional[str] = None, batch: Optional[str] = None
+    ) -> Optional[Dict[str, Any]]:
+        """The kept decision of this very call in batch ``batch`` (default: the batch judged
+        last) of ``turn``, given once; ``None`` if it was not judged so, was given already,
+        or a latch changed since."""
+    def record_call(self, tool: str, ok: bool = True, turn: Optional[str] = None) -> None:
+        """Records that ``tool`` ran in ``turn`` (undated if the turn is unknown)."""
+    def latches(self, policy: Source, turn: Optional[str] = None) -> Union[bool, Dict[str, bool]]:
+        """The latches a call of ``turn`` would be judged with now, in a response's shape."""
+    def recorded(self, policy: Source, turn: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The calls recorded in ``turn``, as ``{"tool", "ok"}``."""
+    @property
+    def latched(self) -> Union[bool, Dict[str, bool]]:
+        """The current turn's latches as stored."""
+    @property
+    def turns(self) -> int:
+        """The number of the most recent turn (0 before any signal)."""
+    @property
+    def called(self) -> List[Dict[str, Any]]:
+        """Every recorded call as a ``facts.called`` entry, dated against the current turn."""
 
 def compile(source: str, filename: str = "policy.gate") -> Policy:
     """Compiles policy text; imports: ``stdlib::`` only. Raises ``CompileError``."""

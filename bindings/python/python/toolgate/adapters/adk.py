@@ -15,9 +15,12 @@ the tool and sends that dict to the model as the function response. An allowed c
 
 ADK asks about one call at a time, but the model's message is in the session by then, so the
 adapter judges the message's whole batch at its first call: the latch pre-scan holds as in
-the engine (``[write, ingest]`` denies the write). The gate keeps a ``Turn`` per session,
-started afresh whenever the ``invocation_id`` (one user message) changes, for the latch
-state between model messages; ``after_tool_callback`` records each call that ran.
+the engine (``[write, ingest]`` denies the write). Each call is answered from the verdicts of
+its own message (its event), never from another message's, and not once a latch changed
+since they were judged. The gate keeps the turn state per ADK session; the
+``invocation_id`` (one user message) is the turn's id, so a new one starts a new turn and a
+known one is always its own turn, with its own latches. ``after_tool_callback`` records each
+call that ran into its invocation's turn.
 """
 
 from __future__ import annotations
@@ -49,9 +52,14 @@ def _batch_of(tool_context: Any, call_id: Optional[str]) -> Optional[Tuple[str, 
 class AdkGate(Gate):
     """Tool callbacks for an ``LlmAgent``, and ``plugin()`` for a ``Runner``."""
 
-    def _turn_of(self, tool_context: Any) -> Turn:
+    def _key_of(self, tool_context: Any) -> Tuple[str, Any]:
+        """The gate's key (the ADK session) and the turn's id (the invocation)."""
         session = getattr(tool_context, "session", None)
-        return self.turn(getattr(session, "id", "") or "", epoch=getattr(tool_context, "invocation_id", None))
+        return getattr(session, "id", "") or "", getattr(tool_context, "invocation_id", None)
+
+    def _turn_of(self, tool_context: Any) -> Turn:
+        key, epoch = self._key_of(tool_context)
+        return self.turn(key, epoch=epoch)
 
     def before_tool_callback(self, tool: Any, args: Dict[str, Any], tool_context: Any) -> Optional[Dict[str, Any]]:
         """``None`` for an allowed call; the refusal dict (the tool's result) for a denied one.
@@ -64,15 +72,20 @@ class AdkGate(Gate):
         turn = self._turn_of(tool_context)
         call_id = getattr(tool_context, "function_call_id", None)
         batch = _batch_of(tool_context, call_id)
+        decision = None
         if batch is not None:
-            turn.judge_batch_once(*batch)
-        decision = turn.batch_decision(call_id, tool.name, dict(args or {})) or turn.judge_one(tool.name, args, call_id)
+            event_id, calls = batch
+            turn.judge_batch_once(event_id, calls)
+            decision = turn.batch_decision(call_id, tool.name, dict(args or {}), batch_id=event_id)
+        if decision is None:
+            decision = turn.judge_one(tool.name, args, call_id)
         return None if decision["allow"] else _denial(decision)
 
     def after_tool_callback(self, tool: Any, args: Dict[str, Any], tool_context: Any, tool_response: Any) -> None:
         """Records a call that ran (one whose result is not an ``error`` dict)."""
         failed = isinstance(tool_response, dict) and "error" in tool_response
-        self._turn_of(tool_context).record(tool.name, ok=not failed)
+        key, epoch = self._key_of(tool_context)
+        self.record(key, tool.name, ok=not failed, epoch=epoch)
         return None
 
     def plugin(self, name: str = "toolgate") -> Any:

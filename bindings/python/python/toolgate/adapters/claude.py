@@ -11,9 +11,13 @@ A denial answers ``permissionDecision: "deny"`` with the refusal as
 no answer from toolgate (``{}``), so Claude's own permission rules and modes still apply:
 toolgate only ever removes permissions.
 
-Claude asks about one call at a time, so the gate keeps a ``Turn`` per ``session_id``:
-``UserPromptSubmit`` starts a new turn (latches clear), ``PostToolUse`` records a call that
-ran. See ``toolgate.adapters.turn`` for what that guarantees.
+Claude asks about one call at a time, so the gate keeps the turn state per ``session_id``,
+with Claude's ``prompt_id`` (one user prompt) as the turn's id: ``UserPromptSubmit`` starts
+a new turn (latches clear), and every event is dated by its own prompt, so a late
+``PostToolUse`` of the previous prompt records into that prompt's turn and never resets the
+current one. ``PostToolUse`` records a call that ran. Without a ``prompt_id`` (an older CLI)
+``UserPromptSubmit`` starts the turn every later event belongs to. See
+``toolgate.adapters.turn`` for what that guarantees.
 """
 
 from __future__ import annotations
@@ -41,8 +45,8 @@ class ClaudeGate(Gate):
         }
 
     async def user_prompt_submit(self, input_data: Dict[str, Any], tool_use_id: Optional[str], context: Any) -> Dict[str, Any]:
-        """A new user message: a new turn for the session."""
-        self.start_turn(input_data.get("session_id", ""))
+        """A new user message: a new turn for the session (a repeated one changes nothing)."""
+        self.start_turn(input_data.get("session_id", ""), epoch=input_data.get("prompt_id"))
         return {}
 
     async def pre_tool_use(self, input_data: Dict[str, Any], tool_use_id: Optional[str], context: Any) -> Dict[str, Any]:
@@ -65,5 +69,5 @@ class ClaudeGate(Gate):
 
     async def post_tool_use(self, input_data: Dict[str, Any], tool_use_id: Optional[str], context: Any) -> Dict[str, Any]:
         """A call ran: recorded for ``called_before`` rules."""
-        self.turn(input_data.get("session_id", ""), epoch=input_data.get("prompt_id")).record(input_data.get("tool_name", ""), ok=True)
+        self.record(input_data.get("session_id", ""), input_data.get("tool_name", ""), ok=True, epoch=input_data.get("prompt_id"))
         return {}

@@ -15,14 +15,18 @@ that needs guarding.
 
 The guardrail is asked about one call at a time; with ``run_hooks()`` passed to the run, the
 adapter judges each model response's function calls as one batch when the model answers
-(``on_llm_end``), so the latch pre-scan holds as in the engine. The gate keeps a ``Turn`` for
-the latch state between model responses; start one per user message with ``start_turn()``.
+(``on_llm_end``), so the latch pre-scan holds as in the engine. The guardrail answers a call
+only from the response judged last, and only for the very call judged there (call id, tool,
+raw arguments) with no latch changed since: providers that number call ids per response
+(``call_0``) never get an earlier response's verdict. The gate keeps the turn state for the
+latch state between model responses; start a turn per user message with ``start_turn()``.
 The model's raw argument text is judged by the engine's strict reader (a key given twice is
 refused). See ``toolgate.adapters.turn``.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from .turn import Gate
@@ -52,7 +56,7 @@ class OpenAIAgentsGate(Gate):
 
         @tool_output_guardrail(name="toolgate_record")
         def toolgate_record(data: Any) -> Any:
-            self.turn().record(data.context.tool_name, ok=True)
+            self.record("", data.context.tool_name, ok=True)
             return ToolGuardrailFunctionOutput.allow()
 
         return toolgate_record
@@ -74,7 +78,9 @@ class OpenAIAgentsGate(Gate):
                     if getattr(item, "type", None) == "function_call"
                 ]
                 if calls:
-                    gate.turn().judge_batch_once(",".join(c[0] for c in calls), calls, raw=True)
+                    # Each model response is its own batch, whatever its call ids: a provider
+                    # may number them per response.
+                    gate.turn().judge_batch_once(f"response:{uuid.uuid4().hex}", calls, raw=True)
 
         return ToolgateRunHooks()
 

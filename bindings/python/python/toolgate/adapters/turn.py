@@ -6,27 +6,43 @@ the state before any call is judged, so ``[write, ingest]`` denies the write as 
 about one call at a time. Where the adapter can still see the model's whole message (ADK's
 session, the OpenAI SDK's ``on_llm_end``) it judges the batch once with
 ``Turn.judge_batch_once`` and answers each call from it; otherwise (Claude) each call is
-judged alone, in order. A ``Turn`` carries, between calls of one user turn:
+judged alone, in order.
 
-- the latch state each decision returned (it only ever grows within the turn), and
-- the calls that ran and succeeded (``facts.called``, for ``called_before`` and
-  ``called_within`` rules), as the adapter records them after the tool ran. The requests the
-  ``Turn`` builds date them this turn (``"turns_ago": 0``); entries the executor passed in
-  keep the ages it gave them. ``Turn.called`` lists them undated, so a list copied into a
-  later turn can never make an old call look recent (``called_within`` denies on an undated
-  call); ``Turn.history()`` gives the list aged for the next turn.
+The state lives in Rust: a ``Gate`` keeps one ``toolgate.TurnState`` per conversation key,
+the turn model every toolgate surface shares (the coding-agent hooks, ``/v1/hooks``, the
+MCP proxy), and a ``Turn`` is one turn of it, known by its id. A session keeps, for its
+recent turns:
+
+- the latches each judgement set, per turn (a turn's latches only ever grow);
+- the calls that ran (``facts.called``, for ``called_before`` and ``called_within`` rules),
+  as the adapter records them after the tool ran, each dated by its turn: a request of a
+  turn carries the executor's ``facts.called`` followed by the session's calls with their
+  ``turns_ago`` (this turn's are ``0``). ``Turn.called`` lists what was passed in and what
+  this turn recorded, undated, so a list copied into a later turn can never make an old call
+  look recent (``called_within`` denies on an undated call); ``Turn.history()`` gives the
+  list aged for the next turn.
+
+Turn ids are the framework's own new-turn signal: ADK's ``invocation_id``, Claude's
+``prompt_id``, or an id the gate makes up when the executor calls ``Gate.start_turn``. An
+id never seen starts a new turn; a known one goes back to *its* turn and latches, so a late
+event of an earlier turn (Claude's ``PostToolUse`` of the previous prompt) never resets the
+current one.
 
 What that guarantees:
 
-- every call is judged by the engine, with the facts the executor gave plus the turn's
-  latch state and successful calls so far; a denial reaches the model as the framework's
-  own refusal;
-- once a call that sets a latch has been *judged* in the turn (allowed or not), every later
-  call the latch blocks is denied until the executor starts a new turn;
-- the turn's state is never lost in the allowing direction: it is dropped only when the
-  executor (or the adapter, on the framework's "new user message" signal) starts a new turn;
-- if toolgate cannot judge a call (a request the engine refuses, an exception), the call is
-  denied with the reason, never allowed.
+- every call is judged by the engine, with the facts the executor gave plus its turn's
+  latch state and the session's recorded calls; a denial reaches the model as the
+  framework's own refusal;
+- once a call that sets a latch has been *judged* in a turn (allowed or not), every later
+  call of that turn the latch blocks is denied; only a new turn starts clear;
+- placing a call, judging it and recording its latches happen under one lock, so no other
+  thread's judgement falls in between;
+- a verdict of a batch judged whole answers only a call of that very batch (same model
+  message, call id, tool, arguments, turn and policy revision), once, and every such
+  verdict is dropped as soon as a judgement changes a latch, so none judged before a latch
+  is served after it (a call it no longer answers is judged alone, with the turn's latches);
+- if toolgate cannot judge a call (a request the engine refuses, a turn the policy can no
+  longer judge, an exception), the call is denied with the reason, never allowed.
 
 What it cannot guarantee: a latch-blocked call judged *before* the setter in the same model
 message is allowed, because the setter has not been seen yet. That call was chosen by the
@@ -39,16 +55,27 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
+from collections import OrderedDict
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .._native import Policy, PolicyStore
+from .._native import Policy, PolicyStore, TurnError, TurnState
 
 Source = Union[Policy, PolicyStore]
 Facts = Union[Mapping[str, Any], Callable[[], Mapping[str, Any]], None]
 
+# Turns per conversation key whose `Turn` objects a gate keeps (the session itself keeps its
+# own bounded history in Rust); an older turn's object is made again when asked for.
+KEPT_TURN_OBJECTS = 64
+
 
 def _policy(source: Source) -> Policy:
     return source.current() if isinstance(source, PolicyStore) else source
+
+
+def _new_id() -> str:
+    """A turn id no framework sends: for a turn the executor starts without one."""
+    return f"toolgate-turn:{uuid.uuid4().hex}"
 
 
 def unjudged(call_id: str, tool: str, why: str) -> Dict[str, Any]:
@@ -83,59 +110,98 @@ def _older(entry: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 class Turn:
-    """One user turn: the facts, the latch state so far, and the calls that succeeded.
+    """One user turn of a session: the executor's facts, and the turn's id in the session's
+    ``TurnState`` (its latches and recorded calls live there).
 
-    Thread-safe: calls judged from several threads are judged one after another, each with
-    the state the previous left.
+    ``Turn(policy, facts)`` is a turn of a session of its own. A ``Gate`` makes the turns of
+    its sessions, passing ``state`` and ``turn_id``; making a ``Turn`` signals its id to the
+    state, which starts a turn for an id it has never seen and changes nothing for a known
+    one. Thread-safe: calls judged from several threads are judged one after another, each
+    with the state the previous left.
     """
 
-    def __init__(self, policy: Source, facts: Optional[Mapping[str, Any]] = None) -> None:
+    def __init__(
+        self,
+        policy: Source,
+        facts: Optional[Mapping[str, Any]] = None,
+        *,
+        state: Optional[TurnState] = None,
+        turn_id: Optional[str] = None,
+    ) -> None:
         facts = dict(facts or {})
         self._source = policy
-        self._latched: Any = facts.pop("latched", False)
         # None: the executor did not say what was called, so `called_before` rules see the
-        # fact as absent (and fail open, as the policy says) until the turn records a call.
-        # A list, even empty, is known history: an empty `called` must reach the engine as
-        # "nothing was called", not be dropped into "unknown".
+        # fact as absent (and fail open, as the policy says) until the session records a
+        # call. A list, even empty, is known history: an empty `called` must reach the engine
+        # as "nothing was called", not be dropped into "unknown".
         called = facts.pop("called", None)
-        self._called: Optional[List[Dict[str, Any]]] = None if called is None else list(called)
-        # The first `_carried` entries came with the facts; the rest were recorded this turn.
-        self._carried = 0 if called is None else len(self._called or [])
+        self._carried: Optional[List[Dict[str, Any]]] = None if called is None else [dict(e) for e in called]
+        # The executor's `latched`, if any, stays in the facts: every judgement ORs it into
+        # the turn's latches, and records it into the turn.
         self._facts = facts
+        self._state = TurnState() if state is None else state
+        self._id = _new_id() if turn_id is None else str(turn_id)
         self._next_id = 0
         self._lock = threading.Lock()
-        # Decisions of batches judged whole, by the framework's id of the model message.
-        self._batches: Dict[str, Dict[str, Tuple[Dict[str, Any], Any]]] = {}
-        self._batch_lock = threading.Lock()
+        try:
+            self._state.signal(_policy(policy), self._id)
+        except TurnError:
+            # The session cannot start another turn: every call of this one is judged (and
+            # denied) with that reason, since its id stays unknown.
+            pass
+        if facts.get("latched"):
+            # Record the executor's latches now, so `latched` shows them before any call. A
+            # state the policy refuses (an undeclared latch name) denies every call instead.
+            try:
+                self._state.judge(_policy(policy), {"facts": self._request_facts(), "calls": []}, self._id)
+            except Exception:  # noqa: BLE001 - each later judgement fails the same way, denied
+                pass
+
+    @property
+    def id(self) -> str:
+        """The turn's id in its session (the framework's epoch, or one the gate made up)."""
+        return self._id
+
+    @property
+    def state(self) -> TurnState:
+        """The session's state this turn belongs to."""
+        return self._state
 
     @property
     def latched(self) -> Any:
-        """The latch state after the calls judged so far (a bool, or a dict by latch name)."""
-        return self._latched
+        """The turn's latch state after the calls judged so far (a bool, or a dict by latch
+        name): what the next call of this turn is judged with."""
+        return self._state.latches(_policy(self._source), self._id)
 
     @property
     def called(self) -> List[Dict[str, Any]]:
-        """The calls passed in and recorded so far, as ``facts.called`` entries; those
-        recorded this turn are undated here (see ``history`` to carry them forward)."""
-        with self._lock:
-            return list(self._called or [])
+        """The calls passed in and recorded in this turn so far, as ``facts.called``
+        entries; those recorded this turn are undated here (see ``history`` to carry them
+        forward)."""
+        return list(self._carried or []) + self._state.recorded(_policy(self._source), self._id)
 
     def history(self) -> List[Dict[str, Any]]:
         """``facts.called`` for the *next* user turn: every entry one turn older (this
         turn's calls get ``"turns_ago": 1``; an undated entry passed in stays undated)."""
-        with self._lock:
-            return [_aged(e, 1) if i >= self._carried else _older(e) for i, e in enumerate(self._called or [])]
+        recorded = self._state.recorded(_policy(self._source), self._id)
+        return [_older(e) for e in self._carried or []] + [_aged(e, 1) for e in recorded]
 
-    def _called_fact(self) -> Optional[List[Dict[str, Any]]]:
-        """``facts.called`` for a request of this turn: recorded calls dated this turn."""
-        if self._called is None:
-            return None
-        return [_aged(e, 0) if i >= self._carried else e for i, e in enumerate(self._called)]
+    def _request_facts(self) -> Dict[str, Any]:
+        """The executor's facts for a request of this turn; the session adds its latches and
+        recorded calls when it judges."""
+        facts = dict(self._facts)
+        if self._carried is not None:
+            facts["called"] = [dict(e) for e in self._carried]
+        return facts
 
     def judge(self, calls: Iterable[Mapping[str, Any]]) -> List[Dict[str, Any]]:
         """Judges a batch of ``{"id", "tool", "args"}`` calls together; one decision each."""
+        return self._judge(calls, None)
+
+    def _judge(self, calls: Iterable[Mapping[str, Any]], batch: Optional[str]) -> List[Dict[str, Any]]:
         calls = [dict(c) for c in calls]
-        return self._decide(lambda facts: {"facts": facts, "calls": calls}, [(str(c.get("id", "")), str(c.get("tool", ""))) for c in calls])
+        who = [(str(c.get("id", "")), str(c.get("tool", ""))) for c in calls]
+        return self._decide(lambda facts: {"facts": facts, "calls": calls}, who, batch)
 
     def judge_raw(self, calls: Sequence[Tuple[str, str, str]]) -> List[Dict[str, Any]]:
         """Judges ``(id, tool, raw_arguments)`` calls together, each with its arguments as
@@ -143,6 +209,9 @@ class Turn:
         gave twice is refused instead of one copy judged and the other run. A call whose
         text is not a JSON object is denied, and still counts in the batch's latch
         pre-scan (judged with no arguments)."""
+        return self._judge_raw(calls, None)
+
+    def _judge_raw(self, calls: Sequence[Tuple[str, str, str]], batch: Optional[str]) -> List[Dict[str, Any]]:
         parts, bad = [], {}
         for call_id, tool, raw in calls:
             why = _not_an_object(raw)
@@ -156,49 +225,39 @@ class Turn:
         def build(facts: Dict[str, Any]) -> str:
             return f'{{"facts": {json.dumps(facts)}, "calls": [{", ".join(parts)}]}}'
 
-        decisions = self._decide(build, [(call_id, tool) for call_id, tool, _ in calls])
+        decisions = self._decide(build, [(call_id, tool) for call_id, tool, _ in calls], batch)
         return [bad.get(d["id"], d) for d in decisions]
 
-    def judge_batch_once(self, batch_id: str, calls: Sequence[Any], raw: bool = False) -> None:
-        """Judges the model message ``batch_id`` whole, once: its ``{"id", "tool", "args"}``
-        calls (``raw``: ``(id, tool, raw_arguments)`` tuples, see ``judge_raw``). Later,
+    def judge_batch_once(self, batch_id: str, calls: Sequence[Any], raw: bool = False) -> List[Dict[str, Any]]:
+        """Judges the model message ``batch_id`` whole: its ``{"id", "tool", "args"}`` calls
+        (``raw``: ``(id, tool, raw_arguments)`` tuples, see ``judge_raw``). Later,
         ``batch_decision`` answers each call from it, so the latch pre-scan holds as in the
         engine. For frameworks that call a hook per call but let the adapter see the model's
-        message."""
-        with self._batch_lock:
-            if batch_id in self._batches:
-                return
-            if raw:
-                judged = self.judge_raw(calls)
-                args = {c[0]: (c[1], c[2]) for c in calls}
-            else:
-                judged = self.judge(calls)
-                args = {str(c["id"]): (c["tool"], dict(c.get("args") or {})) for c in calls}
-            self._batches[batch_id] = {d["id"]: (d, args.get(d["id"])) for d in judged}
+        message. Asked again for the same message (the same id and calls) while its verdicts
+        stand, it does not judge it twice; if they were dropped (a latch changed since), it
+        judges the message again with the turn's latches. Returns the decisions."""
+        if raw:
+            return self._judge_raw(calls, str(batch_id))
+        return self._judge(calls, str(batch_id))
 
-    def batch_decision(self, call_id: Optional[str], tool: str, args: Any) -> Optional[Dict[str, Any]]:
-        """The decision a batch judged by ``judge_batch_once`` holds for this call, if it was
-        judged with this tool name and these arguments; else ``None`` (judge it alone)."""
-        with self._batch_lock:
-            for decisions in self._batches.values():
-                found = decisions.get(call_id) if call_id is not None else None
-                if found is not None:
-                    decision, judged = found
-                    return decision if judged == (tool, args) else None
-        return None
+    def batch_decision(self, call_id: Optional[str], tool: str, args: Any, batch_id: Optional[str] = None) -> Optional[Dict[str, Any]]:
+        """The decision the batch ``batch_id`` (default: the batch this session judged last)
+        holds for this call, if it was judged in this turn with this call id, tool name and
+        these arguments, was not given already, and no latch changed since; else ``None``
+        (judge it alone)."""
+        if call_id is None:
+            return None
+        try:
+            return self._state.decision(_policy(self._source), str(call_id), tool, args, self._id, batch_id)
+        except Exception:  # noqa: BLE001 - no kept verdict: the call is judged alone
+            return None
 
-    def _decide(self, build: Callable[[Dict[str, Any]], Any], who: List[Any]) -> List[Dict[str, Any]]:
-        with self._lock:
-            facts = dict(self._facts, latched=self._latched)
-            called = self._called_fact()
-            if called is not None:
-                facts["called"] = called
-            try:
-                response = _policy(self._source).decide(build(facts))
-            except Exception as e:  # noqa: BLE001 - any failure denies, with its reason
-                return [unjudged(call_id, tool, str(e)) for call_id, tool in who]
-            self._latched = response["latched"]
-            return response["decisions"]
+    def _decide(self, build: Callable[[Dict[str, Any]], Any], who: List[Any], batch: Optional[str]) -> List[Dict[str, Any]]:
+        try:
+            response = self._state.judge(_policy(self._source), build(self._request_facts()), self._id, batch)
+        except Exception as e:  # noqa: BLE001 - any failure denies, with its reason
+            return [unjudged(call_id, tool, str(e)) for call_id, tool in who]
+        return response["decisions"]
 
     def judge_one(self, tool: str, args: Any, call_id: Optional[str] = None) -> Dict[str, Any]:
         """Judges one call as a batch of one, after the calls judged before it this turn."""
@@ -214,62 +273,102 @@ class Turn:
         return self.judge([{"id": call_id, "tool": tool, "args": args}])[0]
 
     def record(self, tool: str, ok: bool = True) -> None:
-        """Records that ``tool`` ran this turn (``ok``: it succeeded), for ``called_before``
-        and ``called_within`` rules."""
-        with self._lock:
-            if self._called is None:
-                self._called = []
-            self._called.append({"tool": tool, "ok": bool(ok)})
+        """Records that ``tool`` ran in this turn (``ok``: it succeeded), for
+        ``called_before`` and ``called_within`` rules."""
+        self._state.record_call(tool, bool(ok), self._id)
+
+
+class _Session:
+    """A gate's conversation: its ``TurnState``, its current turn, the recent ``Turn``s."""
+
+    def __init__(self) -> None:
+        self.state = TurnState()
+        self.current: Optional[Turn] = None
+        self.turns: "OrderedDict[str, Turn]" = OrderedDict()
 
 
 class Gate:
-    """Holds a policy (or a ``PolicyStore``) and the executor's facts, and one ``Turn`` per
-    conversation key (a session id, or ``""`` for a gate used by one conversation).
+    """Holds a policy (or a ``PolicyStore``) and the executor's facts, and one session's
+    turn state per conversation key (a session id, or ``""`` for a gate used by one
+    conversation).
 
     ``facts`` is a mapping, or a function returning one, read when a turn starts: the stage,
     filled fields and other facts the executor knows. A new turn starts on the framework's
-    "new user message" signal where the adapter sees one, or when the executor calls
-    ``start_turn``.
+    "new user message" signal where the adapter sees one (an epoch never seen before), or
+    when the executor calls ``start_turn``.
     """
 
     def __init__(self, policy: Source, facts: Facts = None) -> None:
         self.policy = policy
         self._facts = facts
-        self._turns: Dict[str, Turn] = {}
-        self._epochs: Dict[str, Any] = {}
+        self._sessions: Dict[str, _Session] = {}
         self._lock = threading.Lock()
 
     def _read_facts(self) -> Mapping[str, Any]:
         facts = self._facts() if callable(self._facts) else self._facts
         return facts or {}
 
-    def start_turn(self, key: str = "", facts: Optional[Mapping[str, Any]] = None) -> Turn:
-        """Starts a new user turn for ``key``: latches clear, facts are read again."""
-        turn = Turn(self.policy, self._read_facts() if facts is None else facts)
-        with self._lock:
-            self._turns[key] = turn
+    def _session(self, key: str) -> _Session:
+        session = self._sessions.get(key)
+        if session is None:
+            session = self._sessions[key] = _Session()
+        return session
+
+    def _enter(self, session: _Session, turn_id: str, facts: Optional[Mapping[str, Any]]) -> Turn:
+        """The turn ``turn_id`` of ``session``, signalled: a new turn (and the current one)
+        if the session never saw the id, else the turn it already is."""
+        turn = session.turns.get(turn_id)
+        if turn is not None:
+            session.turns.move_to_end(turn_id)
+            return turn
+        before = session.state.turns
+        turn = Turn(self.policy, self._read_facts() if facts is None else facts, state=session.state, turn_id=turn_id)
+        session.turns[turn_id] = turn
+        while len(session.turns) > KEPT_TURN_OBJECTS:
+            session.turns.popitem(last=False)
+        if session.current is None or session.state.turns != before:
+            session.current = turn
         return turn
 
+    def start_turn(self, key: str = "", facts: Optional[Mapping[str, Any]] = None, epoch: Any = None) -> Turn:
+        """Starts a new user turn for ``key``: latches clear, facts are read again (or
+        ``facts``). ``epoch`` is the framework's id of the new turn where it sends one; an
+        epoch the session already knows is a late or repeated signal and changes nothing
+        (its turn is returned as it is)."""
+        with self._lock:
+            return self._enter(self._session(key), _new_id() if epoch is None else str(epoch), facts)
+
     def turn(self, key: str = "", epoch: Any = None) -> Turn:
-        """The current turn for ``key``, started if there is none yet.
+        """The turn for ``key``.
 
         ``epoch`` is the framework's id of the user turn where it has one (ADK's
-        ``invocation_id``, Claude's ``prompt_id``): a different epoch than the last one seen
-        for ``key`` starts a new turn.
+        ``invocation_id``, Claude's ``prompt_id``): an epoch never seen starts a new turn; a
+        known epoch is its own turn, with its own latches, even after later turns started
+        (a late event never resets the current turn). Without ``epoch``: the current turn,
+        started if there is none yet.
         """
         with self._lock:
-            turn = self._turns.get(key)
-            if epoch is not None and self._epochs.get(key, epoch) != epoch:
-                turn = None
+            session = self._session(key)
             if epoch is not None:
-                self._epochs[key] = epoch
-            if turn is None:
-                turn = self._turns[key] = Turn(self.policy, self._read_facts())
-            return turn
+                return self._enter(session, str(epoch), None)
+            if session.current is None:
+                return self._enter(session, _new_id(), None)
+            return session.current
+
+    def record(self, key: str, tool: str, ok: bool = True, epoch: Any = None) -> None:
+        """Records that ``tool`` ran for ``key`` (``ok``: it succeeded), in turn ``epoch``
+        (default: the current turn). Never starts a turn: a call of an epoch the session
+        does not know is kept undated (never recent for ``called_within``)."""
+        with self._lock:
+            session = self._session(key)
+            if epoch is not None:
+                turn_id: Optional[str] = str(epoch)
+            else:
+                turn_id = session.current.id if session.current is not None else None
+            session.state.record_call(tool, bool(ok), turn_id)
 
     def end(self, key: str = "") -> None:
-        """Forgets ``key``'s turn. Only for a conversation that is over: a later call under
-        the same key would start a fresh turn with its latches clear."""
+        """Forgets ``key``'s session. Only for a conversation that is over: a later call
+        under the same key would start a fresh session with its latches clear."""
         with self._lock:
-            self._turns.pop(key, None)
-            self._epochs.pop(key, None)
+            self._sessions.pop(key, None)

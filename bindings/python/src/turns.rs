@@ -1,0 +1,497 @@
+//! `toolgate.TurnState`: the turn state of one session, for Python code that is shown tool
+//! calls one at a time or one model message at a time (the framework adapters' `Turn` and
+//! `Gate` in `toolgate.adapters.turn`).
+//!
+//! It is [`toolgate_turns::SessionTurns`], the model every other surface uses (the hooks,
+//! `/v1/hooks`, the MCP proxy), behind a lock; its contract is that crate's `session`
+//! module docs. What this wrapper adds:
+//!
+//! - **One call judges a batch** ([`PyTurnState::judge`]): under one lock it places the
+//!   batch into its turn, decides it with the placed latches and the session's earlier calls
+//!   merged into the executor's facts, and records the latches the judgement set. Nothing
+//!   another thread does can fall between placing, judging and latching.
+//! - **Turn ids are the framework's own new-turn signal** ([`NewIds::StartTurn`]): an id
+//!   never seen starts a turn, a known one goes back to its own turn and latches, whatever
+//!   came in between. (An ADK `invocation_id`, a Claude `prompt_id`, an id the adapter made
+//!   up when the executor started a turn.)
+//! - **A verdict cache per model message** ([`PyTurnState::decision`]), for frameworks that
+//!   ask about one call at a time after the adapter judged their message whole. A verdict
+//!   answers only a call of the batch it was judged in (same batch id, turn, call id, tool,
+//!   arguments and policy revision), and only once; every cached verdict is dropped as soon
+//!   as a judgement changes any latch of the session, so a verdict judged before a latch is
+//!   never served after it.
+
+use crate::errors::{request_error, turn_error};
+use crate::from_python;
+use crate::input;
+use crate::policy::{to_python, PyPolicy, DETACH_TEXT_BYTES};
+use crate::store::PyPolicyStore;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+use serde::Serialize;
+use serde_json::Value;
+use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use toolgate_engine::{Call, Decision, Latched, Policy, Request, RequestError, Response};
+use toolgate_turns::{NewIds, Placed, Placement, SessionTurns, TurnError, TurnKey};
+
+/// How many judged batches a session keeps verdicts of; the oldest goes first. A batch
+/// whose verdicts are gone is judged again, call by call: never allowed by default.
+pub const MAX_BATCHES: usize = 64;
+
+/// The turn state of one session: its recent turns (known by their ids), each turn's
+/// latches, and the calls that ran. Safe to share across threads: every method takes the
+/// session's lock, and `judge` holds it from placing the batch to recording its latches.
+///
+/// Signal each user turn (`signal`, with its id where there is one) before judging its
+/// calls: before any signal the session is in its turn 0, which the first unseen id names
+/// and whose recorded calls stay undated (never recent for `called_within`).
+#[pyclass(name = "TurnState", module = "toolgate", frozen)]
+pub struct PyTurnState {
+    inner: Mutex<State>,
+}
+
+/// What the lock guards.
+#[derive(Default)]
+struct State {
+    /// The turn model.
+    turns: SessionTurns,
+    /// Verdicts of batches judged with a batch id, oldest first, at most [`MAX_BATCHES`].
+    /// Emptied whenever a judgement changes a latch.
+    batches: VecDeque<Batch>,
+}
+
+/// One batch judged whole, and what it was judged as.
+struct Batch {
+    /// The caller's id of the model message.
+    id: String,
+    /// The turn it was judged in (the fingerprint of its id), `None` for no id.
+    turn: Option<TurnKey>,
+    /// Its calls as the engine read them (ids, tools, arguments).
+    calls: Vec<Call>,
+    /// The response, one decision per call in the same order.
+    response: Response,
+    /// Which calls' decisions `decision` has given: each is given once.
+    served: Vec<bool>,
+}
+
+/// Why `judge` could not judge a batch.
+#[derive(Debug)]
+enum Failure {
+    /// The request cannot be read (or is not for this policy).
+    Request(RequestError),
+    /// The session cannot place the batch (see [`TurnError`]).
+    Turn(TurnError),
+}
+
+/// One entry of the `called` view: a request's `facts.called` entry.
+#[derive(Serialize)]
+struct CalledView<'a> {
+    tool: &'a str,
+    ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turns_ago: Option<u64>,
+}
+
+/// One call recorded in a turn, as `recorded` lists it.
+#[derive(Serialize)]
+struct RecordedView<'a> {
+    tool: &'a str,
+    ok: bool,
+}
+
+#[pymethods]
+impl PyTurnState {
+    /// A session with no turn signalled yet.
+    #[new]
+    fn new() -> Self {
+        PyTurnState {
+            inner: Mutex::new(State::default()),
+        }
+    }
+
+    /// The agent's explicit new-turn signal (a user message), with the turn's id when there
+    /// is one. A signal naming a turn the session already knows changes nothing (a late or
+    /// repeated event never resets the current turn); one with no id starts a turn that the
+    /// first unseen id then names. `policy` is a `Policy` or a `PolicyStore`. Raises
+    /// `TurnError` when the session holds the most latched turns one session may.
+    #[pyo3(signature = (policy, id = None))]
+    fn signal(&self, policy: &Bound<'_, PyAny>, id: Option<&str>) -> PyResult<()> {
+        let policy = policy_of(policy)?;
+        self.lock()
+            .turns
+            .signal(&policy, id)
+            .map_err(|e| turn_error(&e))
+    }
+
+    /// Judges the batch `request` (a dict, or JSON text as str or bytes, in the request
+    /// schema) as a call of turn `turn` (default: the request's own `turn` field, else the
+    /// current turn). An unseen turn id starts a new turn; a known one is judged with its
+    /// own turn's latches.
+    ///
+    /// Under one lock: places the batch, decides it with the executor's `facts` plus the
+    /// turn's latches (ORed into `facts.latched`) and the calls the session recorded (after
+    /// the executor's `facts.called`; the fact stays absent only when neither has any),
+    /// and records the latches the judgement set into the turn. Returns the response
+    /// (`decide`'s shape).
+    ///
+    /// With `batch` (the framework's id of the model message), the verdicts are kept for
+    /// `decision`; judging the same batch again (same id, turn, calls and policy revision,
+    /// and no latch changed since) returns the kept response without judging it twice.
+    ///
+    /// Raises `RequestError` for a request that cannot be read (the state is unchanged) and
+    /// `TurnError` for a turn that cannot be judged (a policy that no longer declares a
+    /// latch set in it, too many turns or ids).
+    #[pyo3(signature = (policy, request, turn = None, batch = None))]
+    fn judge<'py>(
+        &self,
+        py: Python<'py>,
+        policy: &Bound<'py, PyAny>,
+        request: &Bound<'py, PyAny>,
+        turn: Option<String>,
+        batch: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let policy = policy_of(policy)?;
+        let text = input::read(py, request)?;
+        let work = || -> Result<Response, Failure> {
+            let request = input::request(&policy, &text).map_err(Failure::Request)?;
+            let turn = turn.or_else(|| request.turn.clone());
+            self.lock()
+                .judge(&policy, request, turn.as_deref(), batch)
+                .map_err(Failure::Turn)
+        };
+        let judged = if text.len() > DETACH_TEXT_BYTES {
+            py.detach(work)
+        } else {
+            work()
+        };
+        match judged {
+            Ok(response) => to_python(py, &response),
+            Err(Failure::Request(e)) => Err(request_error(py, &e)),
+            Err(Failure::Turn(e)) => Err(turn_error(&e)),
+        }
+    }
+
+    /// The decision a batch judged by `judge(..., batch=...)` holds for call `call_id` of
+    /// `tool` with `args` (a dict, or the model's raw JSON text as str or bytes), or `None`:
+    /// judge the call alone. `batch` names the batch; `None` is the batch judged last.
+    ///
+    /// A decision is given only for the very call it was judged as: the same batch and turn,
+    /// the same call id, tool and arguments, and the same policy revision; only once (a
+    /// second call under the same id is another call, even in the same message); and none
+    /// once a judgement has changed a latch of the session since (those verdicts are
+    /// dropped).
+    #[pyo3(signature = (policy, call_id, tool, args, turn = None, batch = None))]
+    // The Python method's arguments, one each; `turn` and `batch` are keywords there.
+    #[allow(clippy::too_many_arguments)]
+    fn decision<'py>(
+        &self,
+        py: Python<'py>,
+        policy: &Bound<'py, PyAny>,
+        call_id: &str,
+        tool: &str,
+        args: &Bound<'py, PyAny>,
+        turn: Option<&str>,
+        batch: Option<&str>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let policy = policy_of(policy)?;
+        let Some(args) = args_value(args) else {
+            return Ok(None);
+        };
+        let found = self
+            .lock()
+            .decision(&policy, call_id, tool, &args, turn, batch);
+        found.map(|d| to_python(py, &d)).transpose()
+    }
+
+    /// Records that `tool` ran (`ok`: it succeeded) in turn `turn` (default: the current
+    /// one), for `called_before` and `called_within` rules. A call of a turn the session
+    /// does not know is kept undated (never recent); recording never starts a turn.
+    #[pyo3(signature = (tool, ok = true, turn = None))]
+    fn record_call(&self, tool: &str, ok: bool, turn: Option<&str>) {
+        self.lock().turns.record_call(tool, ok, turn);
+    }
+
+    /// The latches a call of turn `turn` (default: the current one) would be judged with
+    /// now, in `policy`'s names and in a response's shape: a bool for a policy with at most
+    /// one latch, else a dict with every declared latch. Changes nothing; an unseen id reads
+    /// as the new turn it would start. A turn that cannot be judged reads as every latch set.
+    #[pyo3(signature = (policy, turn = None))]
+    fn latches<'py>(
+        &self,
+        py: Python<'py>,
+        policy: &Bound<'py, PyAny>,
+        turn: Option<&str>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let policy = policy_of(policy)?;
+        let mut probe = self.lock().turns.clone();
+        let latched = match probe.place(&policy, turn, NewIds::StartTurn) {
+            Ok(placed) => placed.latched,
+            Err(_) => Latched::Flag(true),
+        };
+        to_python(py, &shaped(&policy, &latched))
+    }
+
+    /// The calls recorded in turn `turn` (default: the current one), oldest first, as
+    /// `{"tool", "ok"}` dicts; none for a turn the session does not know.
+    #[pyo3(signature = (policy, turn = None))]
+    fn recorded<'py>(
+        &self,
+        py: Python<'py>,
+        policy: &Bound<'py, PyAny>,
+        turn: Option<&str>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let policy = policy_of(policy)?;
+        let state = self.lock();
+        let mut probe = state.turns.clone();
+        let number = match probe.place(&policy, turn, NewIds::StartTurn) {
+            Ok(Placed {
+                placement: Placement::Current | Placement::Earlier,
+                turn: Some(n),
+                ..
+            }) => Some(n),
+            _ => None,
+        };
+        let list: Vec<RecordedView<'_>> = state
+            .turns
+            .called()
+            .iter()
+            .filter(|c| number.is_some() && c.turn == number)
+            .map(|c| RecordedView {
+                tool: &c.tool,
+                ok: c.ok,
+            })
+            .collect();
+        to_python(py, &list)
+    }
+
+    /// The current turn's latches as stored: a bool, or a dict by latch name.
+    #[getter]
+    fn latched<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let latched = self.lock().turns.current_latched().clone();
+        to_python(py, &latched)
+    }
+
+    /// The number of the most recent turn (0 before any signal).
+    #[getter]
+    fn turns(&self) -> u64 {
+        self.lock().turns.turns()
+    }
+
+    /// The calls the session recorded, oldest first, as a request's `facts.called` entries
+    /// dated against the current turn (`turns_ago`; absent when the call's turn is unknown).
+    #[getter]
+    fn called<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let state = self.lock();
+        let current = state.turns.turns();
+        let list: Vec<CalledView<'_>> = state
+            .turns
+            .called()
+            .iter()
+            .map(|c| CalledView {
+                tool: &c.tool,
+                ok: c.ok,
+                turns_ago: c.turn.map(|t| current.saturating_sub(t)),
+            })
+            .collect();
+        to_python(py, &list)
+    }
+
+    fn __repr__(&self) -> String {
+        let state = self.lock();
+        format!(
+            "TurnState(turns={}, latched={})",
+            state.turns.turns(),
+            state.turns.current_latched().any()
+        )
+    }
+}
+
+impl PyTurnState {
+    /// The session's state. A lock poisoned by a panic mid-judgement is taken back with
+    /// the current turn latched and no verdict kept: the judgement may have set a latch it
+    /// did not get to record.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        match self.inner.lock() {
+            Ok(state) => state,
+            Err(poisoned) => {
+                self.inner.clear_poison();
+                let mut state = poisoned.into_inner();
+                state.turns.latch_current();
+                state.batches.clear();
+                state
+            }
+        }
+    }
+}
+
+impl State {
+    /// Places, judges and latches one batch (see [`PyTurnState::judge`]).
+    fn judge(
+        &mut self,
+        policy: &Policy,
+        mut request: Request,
+        turn: Option<&str>,
+        batch: Option<String>,
+    ) -> Result<Response, TurnError> {
+        let key = turn.map(TurnKey::of);
+        if let Some(id) = batch.as_deref() {
+            let kept = self.batches.iter().find(|b| {
+                b.id == id && b.turn == key && b.calls == request.calls && same_policy(b, policy)
+            });
+            if let Some(b) = kept {
+                return Ok(b.response.clone());
+            }
+        }
+        let placed = self.turns.place(policy, turn, NewIds::StartTurn)?;
+        let facts = &mut request.facts;
+        facts.latched = placed.latched.or(&facts.latched);
+        let recorded = self.turns.called_facts();
+        if !recorded.is_empty() {
+            facts.called.get_or_insert_with(Vec::new).extend(recorded);
+        }
+        let response = policy.decide(&request);
+        if self.record_latches(policy, &placed, &request.calls, &response.latched) {
+            self.batches.clear();
+        }
+        if let Some(id) = batch {
+            self.batches.retain(|b| b.id != id);
+            if self.batches.len() >= MAX_BATCHES {
+                self.batches.pop_front();
+            }
+            self.batches.push_back(Batch {
+                id,
+                turn: key,
+                served: vec![false; request.calls.len()],
+                calls: request.calls,
+                response: response.clone(),
+            });
+        }
+        Ok(response)
+    }
+
+    /// Records the latches a judgement of `calls` reported into the turn they were placed
+    /// in; true when that may have changed a latch of the session.
+    fn record_latches(
+        &mut self,
+        policy: &Policy,
+        placed: &Placed,
+        calls: &[Call],
+        latched: &Latched,
+    ) -> bool {
+        if calls.is_empty() {
+            self.turns.latch(policy, placed, "", latched);
+        }
+        for call in calls {
+            // The tool matters only for a call the session could not place, which records
+            // the latches its own tool sets; for a placed batch this is one union.
+            self.turns.latch(policy, placed, &call.tool, latched);
+        }
+        match placed.placement {
+            Placement::Current | Placement::Earlier => adds(&placed.latched, latched),
+            // Nothing the turn did is known here: count it as a change.
+            Placement::Forgotten | Placement::Unknown => true,
+        }
+    }
+
+    /// The kept decision for one call (see [`PyTurnState::decision`]).
+    fn decision(
+        &mut self,
+        policy: &Policy,
+        call_id: &str,
+        tool: &str,
+        args: &Value,
+        turn: Option<&str>,
+        batch: Option<&str>,
+    ) -> Option<Decision> {
+        let at = match batch {
+            Some(id) => self.batches.iter().rposition(|b| b.id == id)?,
+            None => self.batches.len().checked_sub(1)?,
+        };
+        let b = self.batches.get_mut(at)?;
+        if b.turn != turn.map(TurnKey::of) || !same_policy(b, policy) {
+            return None;
+        }
+        let i = b.calls.iter().position(|c| c.id == call_id)?;
+        let call = b.calls.get(i)?;
+        if call.tool != tool || call.args != *args {
+            return None;
+        }
+        let served = b.served.get_mut(i)?;
+        if std::mem::replace(served, true) {
+            return None;
+        }
+        b.response.decisions.get(i).cloned()
+    }
+}
+
+/// True when `batch` was judged by `policy`'s very revision.
+fn same_policy(batch: &Batch, policy: &Policy) -> bool {
+    *batch.response.policy == *policy.module() && *batch.response.revision == *policy.revision()
+}
+
+/// True when recording `new` over `had` (the turn's latches before the judgement, set
+/// latches only) sets a latch that was not set. Errs towards true.
+fn adds(had: &Latched, new: &Latched) -> bool {
+    match (had, new) {
+        (_, new) if !new.any() => false,
+        (Latched::Flag(true), _) => false,
+        (Latched::ByName(had), Latched::ByName(new)) => new
+            .iter()
+            .any(|(name, set)| *set && !had.get(name).copied().unwrap_or(false)),
+        _ => true,
+    }
+}
+
+/// `latched` in the shape a response gives it for `policy`: one flag for a policy with at
+/// most one latch, else a flag for every declared latch.
+fn shaped(policy: &Policy, latched: &Latched) -> Latched {
+    let names: Vec<&str> = policy.latches().collect();
+    if names.len() <= 1 {
+        return Latched::Flag(latched.any());
+    }
+    Latched::ByName(
+        names
+            .into_iter()
+            .map(|name| {
+                let set = match latched {
+                    Latched::Flag(all) => *all,
+                    Latched::ByName(m) => m.get(name).copied().unwrap_or(false),
+                };
+                (Arc::from(name), set)
+            })
+            .collect(),
+    )
+}
+
+/// A call's arguments as the engine reads them: a dict, or JSON text read strictly (a key
+/// given twice is no value, so it never matches a kept verdict). `None`: not a JSON value.
+fn args_value(obj: &Bound<'_, PyAny>) -> Option<Value> {
+    let text: Cow<'_, str> = if let Ok(s) = obj.cast::<PyString>() {
+        s.to_cow().ok()?
+    } else if let Ok(b) = obj.cast::<PyBytes>() {
+        Cow::Borrowed(std::str::from_utf8(b.as_bytes()).ok()?)
+    } else {
+        Cow::Owned(from_python::to_json(obj).ok()?)
+    };
+    toolgate_engine::parse_json(&text).ok()
+}
+
+/// The policy a `Policy` or `PolicyStore` argument names (a store: the one in force now).
+pub fn policy_of(obj: &Bound<'_, PyAny>) -> PyResult<Arc<Policy>> {
+    if let Ok(policy) = obj.cast::<PyPolicy>() {
+        return Ok(Arc::clone(&policy.get().inner));
+    }
+    if let Ok(store) = obj.cast::<PyPolicyStore>() {
+        return store.get().current_policy();
+    }
+    Err(PyTypeError::new_err(format!(
+        "a policy is a toolgate.Policy or a toolgate.PolicyStore; found {}",
+        obj.get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "object".into())
+    )))
+}
