@@ -410,8 +410,8 @@ impl SessionTurns {
             .collect()
     }
 
-    /// Forgets every kept turn's exact state, keeping fingerprints of the latched ones (a
-    /// session that expires).
+    /// The fingerprints of every latched turn: those already forgotten, and the ids of the
+    /// kept ones that hold a latch (what a session that ends leaves behind).
     pub fn fingerprints(&self) -> Vec<TurnKey> {
         let mut keys = self.forgotten.clone();
         for t in &self.recent {

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from conftest import Executed, shop_tools
+from conftest import AGENT_GATE, Executed, shop_tools
 from toolgate.adapters.langchain import toolgate_middleware
 
 
@@ -124,3 +124,32 @@ def test_a_call_whose_arguments_changed_after_judgement_is_denied(agent_policy):
     assert ran.tools() == []
     refusal = tool_messages(out["messages"])["c1"]
     assert refusal.status == "error" and "changed" in refusal.content
+
+
+def test_called_within_counts_a_lookup_of_this_turn_and_not_of_the_last(agent_policy):
+    """The middleware dates each ``ToolMessage`` by the user turns since it ran, so a
+    ``called_within`` rule passes for a lookup this turn and denies for last turn's (issue 22,
+    item 9: undated entries made every such rule deny, with a false refusal)."""
+    import toolgate
+
+    policy = toolgate.compile(
+        AGENT_GATE.replace(
+            "rule small_refund",
+            "rule looked_up for refund { require called_within(lookup_order, turns: 1) }\nrule small_refund",
+        ),
+        "agent.gate",
+    )
+    script = [
+        AIMessage("", tool_calls=[tool_call("c1", "lookup_order", order="o1")]),
+        AIMessage("", tool_calls=[tool_call("c2", "refund", amount=20)]),
+        AIMessage("refunded"),
+        AIMessage("", tool_calls=[tool_call("c3", "refund", amount=20)]),
+        AIMessage("cannot refund"),
+    ]
+    agent, _, ran = agent_with(policy, script, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t-within"}}
+    first = agent.invoke({"messages": [HumanMessage("look up o1 and refund it")]}, config)
+    assert tool_messages(first["messages"])["c2"].status == "success"
+    second = agent.invoke({"messages": [HumanMessage("refund it again")]}, config)
+    assert tool_messages(second["messages"])["c3"].status == "error"
+    assert ran.tools() == ["lookup_order", "refund"]

@@ -16,11 +16,13 @@ model spoke, or renamed since) or whose arguments changed since it was judged is
 State: ``before_agent`` starts each invocation (one user message) with latches clear; the
 latch state of the turn travels in the agent state between model messages, so it survives a
 checkpointer. ``facts.called`` is taken from the conversation's ``ToolMessage``s (a call
-succeeded unless its status is ``"error"``) unless the facts you pass give it.
+succeeded unless its status is ``"error"``) unless the facts you pass give it; each is dated
+by the user turns since it ran (``turns_ago``: the ``HumanMessage``s after it), so
+``called_within`` rules judge it as the other adapters do.
 """
 
 
-from typing import Any, Callable, Dict, Mapping, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from .._native import Policy, PolicyStore
 from .turn import unjudged
@@ -88,9 +90,7 @@ def _build() -> type:
             facts = dict(self.facts(state, runtime) if callable(self.facts) else (self.facts or {}))
             facts["latched"] = state.get(LATCHED, False)
             if "called" not in facts:
-                facts["called"] = [
-                    {"tool": m.name, "ok": m.status != "error"} for m in state["messages"] if isinstance(m, ToolMessage) and m.name
-                ]
+                facts["called"] = _called(state["messages"])
             policy = self.policy.current() if isinstance(self.policy, PolicyStore) else self.policy
             try:
                 response = policy.decide({"facts": facts, "calls": calls})
@@ -124,3 +124,18 @@ def _build() -> type:
             return await handler(request) if refusal is None else refusal
 
     return ToolgateMiddleware
+
+
+def _called(messages: Sequence[Any]) -> List[Dict[str, Any]]:
+    """``facts.called`` from a conversation: every named ``ToolMessage``, dated by the user
+    turns since it ran (the ``HumanMessage``s that follow it; 0 in the current turn)."""
+    from langchain_core.messages import HumanMessage, ToolMessage
+
+    called: List[Dict[str, Any]] = []
+    turns_after = sum(1 for m in messages if isinstance(m, HumanMessage))
+    for m in messages:
+        if isinstance(m, HumanMessage):
+            turns_after -= 1
+        elif isinstance(m, ToolMessage) and m.name:
+            called.append({"tool": m.name, "ok": m.status != "error", "turns_ago": max(turns_after, 0)})
+    return called
