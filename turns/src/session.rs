@@ -54,6 +54,11 @@ impl TurnKey {
         first.copy_from_slice(&digest[..8]);
         TurnKey(u64::from_be_bytes(first))
     }
+
+    /// The fingerprint's value.
+    pub fn as_u64(self) -> u64 {
+        self.0
+    }
 }
 
 /// How a surface reads a turn id it has never seen.

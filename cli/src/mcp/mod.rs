@@ -186,11 +186,14 @@ impl Drop for Proxy {
 }
 
 /// A client's identity across sessions: its `clientInfo` name and version.
+/// Kept as a fixed-length fingerprint, so a client's name of any length is remembered (a key
+/// over the store's length cap would not be, and its next session would start unlatched).
 fn client_identity(request: &InitializeRequestParams) -> String {
-    format!(
+    let id = format!(
         "{}\0{}",
         request.client_info.name, request.client_info.version
-    )
+    );
+    format!("client:{:016x}", toolgate_turns::TurnKey::of(&id).as_u64())
 }
 
 impl ServerHandler for Proxy {
