@@ -107,6 +107,35 @@ pub(crate) struct ValuePath {
     pub(crate) segs: Box<[Seg]>,
 }
 
+impl ValuePath {
+    /// The path as written (`args.to[0]`, `facts.stage`).
+    pub(crate) fn text(&self) -> String {
+        let root = match &self.root {
+            Root::Args => "args".to_string(),
+            Root::Stage => "facts.stage".to_string(),
+            Root::StageTurns => "facts.stage_turns".to_string(),
+            Root::Fields => "facts.fields".to_string(),
+            Root::Other(k) => format!("facts.{k}"),
+        };
+        segs_text(root, &self.segs)
+    }
+}
+
+/// `start` followed by the steps, as written (`args` and `[to, 0]` give `args.to[0]`).
+pub(crate) fn segs_text(start: String, segs: &[Seg]) -> String {
+    let mut s = start;
+    for seg in segs {
+        match seg {
+            Seg::Key(k) => {
+                s.push('.');
+                s.push_str(k);
+            }
+            Seg::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
 /// A literal in a compiled test.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Lit {
@@ -483,7 +512,7 @@ fn equals(v: Scalar<'_>, lit: &Lit) -> bool {
 }
 
 #[inline]
-fn cmp_num(a: f64, op: CmpOp, b: f64) -> bool {
+pub(crate) fn cmp_num(a: f64, op: CmpOp, b: f64) -> bool {
     match op {
         CmpOp::Lt => a < b,
         CmpOp::Le => a <= b,

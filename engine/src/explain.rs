@@ -210,7 +210,7 @@ impl Policy {
     }
 
     fn describe_test(&self, path: &ValuePath, test: &Test, env: &Env<'_>) -> String {
-        let name = path_text(path);
+        let name = path.text();
         let found = match lookup(path, env) {
             Lookup::Found(f) => f,
             Lookup::Absent => return format!("{name} absent"),
@@ -245,26 +245,6 @@ impl Policy {
         let verdict = if holds { "true" } else { "not true" };
         format!("{name} = {shown}: `{test_text}` is {verdict}")
     }
-}
-
-fn path_text(path: &ValuePath) -> String {
-    let mut s = match &path.root {
-        Root::Args => "args".to_string(),
-        Root::Stage => "facts.stage".to_string(),
-        Root::StageTurns => "facts.stage_turns".to_string(),
-        Root::Fields => "facts.fields".to_string(),
-        Root::Other(k) => format!("facts.{k}"),
-    };
-    for seg in path.segs.iter() {
-        match seg {
-            Seg::Key(k) => {
-                s.push('.');
-                s.push_str(k);
-            }
-            Seg::Index(i) => s.push_str(&format!("[{i}]")),
-        }
-    }
-    s
 }
 
 /// A JSON value for a sentence, cut at 80 characters.

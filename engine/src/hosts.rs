@@ -290,6 +290,53 @@ impl HostList {
         self.exact.contains(host) || self.suffixes.has_suffix_of(host)
     }
 
+    /// True when this list is within `other`: every URL it accepts, `other` accepts, and
+    /// every URL `other` plainly turns down (another scheme or host, not an ambiguous one),
+    /// it turns down too. That holds when both read URLs with the same options and this
+    /// list's schemes, hosts, suffixes and addresses are all covered by `other`'s. The
+    /// change gate (`crate::entail`) proves a host list narrowed with it.
+    pub(crate) fn within(&self, other: &HostList) -> bool {
+        self.options == other.options
+            && self.schemes.iter().all(|s| other.schemes.contains(s))
+            && self.exact.iter().all(|h| {
+                other.exact.iter().any(|o| o == h)
+                    || other
+                        .suffixes
+                        .iter()
+                        .any(|s| h.len() > s.len() && h.ends_with(&**s))
+            })
+            && self
+                .suffixes
+                .iter()
+                .all(|s| other.suffixes.iter().any(|o| s.ends_with(&**o)))
+            && self.ips.iter().all(|ip| other.ips.contains(ip))
+    }
+
+    /// What makes this list accept more than `other`, in words, when [`HostList::within`]
+    /// does not hold.
+    pub(crate) fn widened_from(&self, other: &HostList) -> String {
+        if self.options != other.options {
+            return format!(
+                "list `{}` reads URLs with other options (userinfo {}, idn {}; was userinfo {}, idn {})",
+                self.name,
+                allow(self.options.userinfo),
+                allow(self.options.idn),
+                allow(other.options.userinfo),
+                allow(other.options.idn)
+            );
+        }
+        if let Some(s) = self.schemes.iter().find(|s| !other.schemes.contains(s)) {
+            return format!("list `{}` accepts scheme `{s}`", self.name);
+        }
+        let old: Vec<String> = other.describe_entries();
+        let new = self
+            .describe_entries()
+            .into_iter()
+            .find(|e| !old.contains(e))
+            .unwrap_or_default();
+        format!("list `{}` accepts {new}", self.name)
+    }
+
     /// The entries, as written back for refusals and docs.
     pub(crate) fn describe_entries(&self) -> Vec<String> {
         let mut out: Vec<String> = self.exact.iter().map(|h| h.to_string()).collect();
@@ -301,6 +348,14 @@ impl HostList {
         out.extend(self.ips.iter().map(|ip| ip.to_string()));
         out.sort();
         out
+    }
+}
+
+fn allow(on: bool) -> &'static str {
+    if on {
+        "allow"
+    } else {
+        "deny"
     }
 }
 

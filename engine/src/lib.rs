@@ -27,6 +27,7 @@ mod call_label;
 mod compile;
 mod cond;
 mod decide;
+pub mod entail;
 mod error;
 mod explain;
 mod fast_json;

@@ -1,4 +1,5 @@
-//! `toolgate diff`: what a new policy allows that the old one denied.
+//! `toolgate diff`: what a new policy allows that the old one denied, and whether that is
+//! proved.
 //!
 //! The finite part of the domain is enumerated exactly, as for invariants: every tool either
 //! policy classifies plus one neither does; every stage either declares (at and past each
@@ -10,16 +11,21 @@
 //! or fact can change that, and where one of them allows there with no rule to run, the
 //! change is exact.
 //!
-//! Where a call reaches rules, two policies whose rules for that tool are the same text (and
-//! name the same host lists, unchanged) judge it alike. Where they differ, the invariant
-//! checker's guided search ([`crate::invariants`]) looks for arguments and facts that one
-//! allows and the other denies, seeded by both policies' constants. That part finds changes;
-//! it cannot prove their absence, and the result says how many cases it ran.
+//! Where a call reaches NEW's rules, the compiled rules are compared
+//! ([`toolgate_engine::entail`]): a proof that NEW's rules for the tool allow nothing OLD's
+//! deny settles it. Otherwise the invariant checker's guided search ([`crate::invariants`])
+//! looks for arguments and facts that NEW allows and OLD denies, seeded by both policies'
+//! constants and by the values the proof found. A call found is a widening; none found
+//! leaves the point *undecided*, which the gate treats like a widening: when unsure, hold.
+//!
+//! What a tool may do with data is compared as well: vault tokens NEW lets the executor
+//! unwrap at a new path or of a new kind, and output no longer re-sanitised, are widenings.
 
-use crate::guide::Guide;
+use crate::guide::{Guide, Seg};
 use crate::invariants::{guided_search, structural, unique, Config};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use toolgate_engine::entail::{self, Entailment, Seed, SeedStep};
 use toolgate_engine::{Call, Decision, DenyKind, Facts, Latched, Policy, PolicySet, Request};
 use toolgate_lang::ast::{Item, ToolClass};
 
@@ -71,6 +77,50 @@ impl Change {
     }
 }
 
+/// A call point where NEW's rules decide and nothing settled whether they allow more than
+/// OLD: the proof did not hold and the search found no call that shows a change. The gate
+/// holds it like a widening.
+#[derive(Debug, Clone)]
+pub struct Undecided {
+    /// The tool called (the first, when several share these rules).
+    pub tool: String,
+    /// Where, in words, as for a [`Change`].
+    pub situation: String,
+    /// The OLD rule NEW's are not proved to imply, when OLD's rules ran there.
+    pub rule: Option<String>,
+    /// Why it is not proved.
+    pub reason: String,
+    /// Enumerated points with these same rules left undecided.
+    pub points: usize,
+    /// Cases the search ran without finding a change.
+    pub cases: u64,
+}
+
+impl Undecided {
+    /// One line: "`pay` in stage `s`: rule `limit` (requirement 2 of 3): REASON". It names
+    /// no case count, so an acknowledgement of it (`toolgate test --accept-widenings`) does
+    /// not depend on the search budget.
+    pub fn summary(&self) -> String {
+        let rule = self
+            .rule
+            .as_deref()
+            .map_or(String::new(), |r| format!(" rule {r}:"));
+        format!("`{}` {}:{rule} {}", self.tool, self.situation, self.reason)
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "tool": self.tool,
+            "situation": self.situation,
+            "rule": self.rule,
+            "reason": self.reason,
+            "summary": self.summary(),
+            "points": self.points,
+            "cases": self.cases,
+        })
+    }
+}
+
 /// How two versions of one module differ.
 #[derive(Debug, Clone, Default)]
 pub struct PolicyDiff {
@@ -84,6 +134,11 @@ pub struct PolicyDiff {
     pub widenings: Vec<Change>,
     /// Calls the old policy allowed and the new one denies.
     pub narrowings: Vec<Change>,
+    /// Points where NEW's rules are neither proved to allow nothing more nor shown to.
+    pub undecided: Vec<Undecided>,
+    /// What NEW lets the executor do with a tool's data that OLD did not (vault tokens it
+    /// may unwrap, output no longer re-sanitised), one line each.
+    pub data_widenings: Vec<String>,
     /// Requests enumerated (each judged by both policies).
     pub requests: usize,
     /// Groups of call points whose rules differ, searched over arguments and facts.
@@ -104,9 +159,20 @@ pub struct SetDiff {
 }
 
 impl SetDiff {
-    /// True when the new set allows something the old one denied (an added module counts).
+    /// True unless the new set is proved to allow nothing the old one denied: a widening
+    /// found, or a point left undecided. What the gate holds.
     pub fn widens(&self) -> bool {
-        !self.added.is_empty() || self.modules.iter().any(|m| !m.widenings.is_empty())
+        self.found_widening() || self.modules.iter().any(|m| !m.undecided.is_empty())
+    }
+
+    /// True when the new set is shown to allow more: an added module, a call it allows and
+    /// the old one denied, or a data widening.
+    pub fn found_widening(&self) -> bool {
+        !self.added.is_empty()
+            || self
+                .modules
+                .iter()
+                .any(|m| !m.widenings.is_empty() || !m.data_widenings.is_empty())
     }
 
     /// True when nothing changed in either direction.
@@ -116,9 +182,9 @@ impl SetDiff {
             && self.modules.iter().all(|m| m.narrowings.is_empty())
     }
 
-    /// One line per widening, `MODULE: SUMMARY` (`module \`x\` added` for a new module): what
-    /// the server logs for a held reload and what `toolgate test --against` asks to be
-    /// acknowledged, line for line.
+    /// One line per widening, data widening and undecided point, `MODULE: SUMMARY` (`module
+    /// \`x\` added` for a new module): what the server logs for a held reload and what
+    /// `toolgate test --against` asks to be acknowledged, line for line.
     pub fn widening_lines(&self) -> Vec<String> {
         let mut out: Vec<String> = self
             .added
@@ -128,6 +194,12 @@ impl SetDiff {
         for m in &self.modules {
             for c in &m.widenings {
                 out.push(format!("{}: {}", m.module, c.summary()));
+            }
+            for d in &m.data_widenings {
+                out.push(format!("{}: {d}", m.module));
+            }
+            for u in &m.undecided {
+                out.push(format!("{}: undecided: {}", m.module, u.summary()));
             }
         }
         out
@@ -145,6 +217,8 @@ impl SetDiff {
                     "new_revision": m.new_revision,
                     "widenings": m.widenings.iter().map(Change::to_json).collect::<Vec<_>>(),
                     "narrowings": m.narrowings.iter().map(Change::to_json).collect::<Vec<_>>(),
+                    "undecided": m.undecided.iter().map(Undecided::to_json).collect::<Vec<_>>(),
+                    "data_widenings": m.data_widenings,
                     "requests": m.requests,
                     "searched": m.searched,
                     "cases": m.cases,
@@ -153,6 +227,7 @@ impl SetDiff {
             .collect();
         json!({
             "widens": self.widens(),
+            "found_widening": self.found_widening(),
             "added": self.added,
             "removed": self.removed,
             "modules": modules,
@@ -175,12 +250,13 @@ impl SetDiff {
         for m in &self.modules {
             let _ = writeln!(
                 s,
-                "module `{}` ({} -> {}): {} widening{}, {} narrowing{}",
+                "module `{}` ({} -> {}): {} widening{}, {} undecided, {} narrowing{}",
                 m.module,
                 short(&m.old_revision),
                 short(&m.new_revision),
-                m.widenings.len(),
-                plural(m.widenings.len()),
+                m.widenings.len() + m.data_widenings.len(),
+                plural(m.widenings.len() + m.data_widenings.len()),
+                m.undecided.len(),
                 m.narrowings.len(),
                 plural(m.narrowings.len()),
             );
@@ -192,6 +268,17 @@ impl SetDiff {
                     c.request.calls.get(c.call).map_or("", |c| c.id.as_str())
                 );
                 let _ = writeln!(s, "    {}", c.request.to_value());
+            }
+            for d in &m.data_widenings {
+                let _ = writeln!(s, "  widening: {d}");
+            }
+            for u in &m.undecided {
+                let _ = writeln!(
+                    s,
+                    "  undecided: {} (not proved; the search found no call showing a change in {} cases)",
+                    u.summary(),
+                    u.cases
+                );
             }
             for c in &m.narrowings {
                 let _ = writeln!(s, "  narrowing: {}{}", c.summary(), how(c));
@@ -309,56 +396,11 @@ struct Point {
     stage: String,
 }
 
-/// The text of each rule (whitespace-normalised) with the text of every host list it may
-/// name, by rule name: two rules with the same key judge every call alike.
-fn rule_keys(policy: &Policy) -> HashMap<String, String> {
-    let text = policy.source().text();
-    let slice = |span: toolgate_lang::Span| -> String {
-        text.get(span.start..span.end)
-            .unwrap_or("")
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let hosts: Vec<(String, String)> = policy
-        .syntax()
-        .items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Hosts(h) => Some((format!("hosts {}", h.name.name), slice(h.span))),
-            _ => None,
-        })
-        .collect();
-    policy
-        .syntax()
-        .items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Rule(r) => {
-                let mut key = slice(r.span);
-                if key.is_empty() {
-                    // No text to compare: equal only within one revision, so it is searched.
-                    key = format!("{}#{}", policy.revision(), r.name.name);
-                }
-                for (mention, decl) in &hosts {
-                    if key.contains(mention.as_str()) {
-                        key.push('\n');
-                        key.push_str(decl);
-                    }
-                }
-                Some((r.name.name.clone(), key))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-/// What decides a call of `tool` once the stage and latch checks pass: its rules' keys.
-fn tool_key(policy: &Policy, keys: &HashMap<String, String>, tool: &str) -> Vec<String> {
-    policy
-        .rules_for(tool)
-        .map(|r| keys.get(r).cloned().unwrap_or_else(|| r.to_string()))
-        .collect()
+/// The rules that judge a call of `tool` once the stage and latch checks pass, by name:
+/// rules do not read the tool's name, so tools with the same rules share one proof and one
+/// search.
+fn tool_rules(policy: &Policy, tool: &str) -> Vec<String> {
+    policy.rules_for(tool).map(String::from).collect()
 }
 
 fn max_turns(policy: &Policy, into: &mut BTreeMap<String, BTreeSet<u64>>) {
@@ -418,6 +460,21 @@ impl Collected {
     }
 }
 
+/// Points left to the search, by (OLD's rules, NEW's rules) where each ran: the points, and
+/// what the proof said.
+type Open = BTreeMap<(Option<Vec<String>>, Option<Vec<String>>), OpenGroup>;
+
+#[derive(Default)]
+struct OpenGroup {
+    points: Vec<(String, Point)>,
+    /// Why the group is not proved (the first point's proof, or the stage that denied).
+    unproven: Option<(Option<String>, String)>,
+}
+
+/// The proofs made so far, by (whether NEW is the policy gaining, its tool rules, those of
+/// the policy losing).
+type Proofs = HashMap<(bool, Vec<String>, Vec<String>), Entailment>;
+
 /// Diffs two versions of one module.
 pub fn diff(old: &Policy, new: &Policy, config: &Config) -> PolicyDiff {
     let mut result = PolicyDiff {
@@ -432,6 +489,12 @@ pub fn diff(old: &Policy, new: &Policy, config: &Config) -> PolicyDiff {
     let mut tools = taken.clone();
     tools.push(unique("unclassified_tool", &taken));
     let class_of = |t: &str| new.class_of(t).or_else(|| old.class_of(t));
+
+    for tool in &classified {
+        result
+            .data_widenings
+            .extend(entail::data_widenings(new, old, tool));
+    }
 
     // Stage points: (stage fact, stage_turns, declared in old, declared in new, words).
     let declared: BTreeSet<String> = old.stages().chain(new.stages()).map(String::from).collect();
@@ -486,8 +549,6 @@ pub fn diff(old: &Policy, new: &Policy, config: &Config) -> PolicyDiff {
         }
     }
 
-    let old_keys = rule_keys(old);
-    let new_keys = rule_keys(new);
     let pre_denied = |p: &Policy, stage: &Option<String>, tool: &str| {
         p.class_of(tool).is_none()
             || matches!(stage, Some(s) if p.stages().any(|d| d == s) && !p.stage_allows(s, tool))
@@ -495,14 +556,41 @@ pub fn diff(old: &Policy, new: &Policy, config: &Config) -> PolicyDiff {
 
     let mut widenings = Collected::default();
     let mut narrowings = Collected::default();
-    // Points left to the search, by (old rules, new rules): rules do not read the tool's
-    // name, so tools with the same rules on both sides share one search.
-    type Open = BTreeMap<(Option<Vec<String>>, Option<Vec<String>>), Vec<(String, Point)>>;
     let mut widen_open: Open = BTreeMap::new();
     let mut narrow_open: Open = BTreeMap::new();
+    let mut proofs: Proofs = HashMap::new();
+    let mut seeds: Vec<Seed> = Vec::new();
+    // Whether `gain`'s rules for `tool` are proved to allow nothing `lose`'s deny; the
+    // reason when not.
+    let mut prove = |gain: &Policy, lose: &Policy, tool: &str, seeds: &mut Vec<Seed>| {
+        let key = (
+            std::ptr::eq(gain, new),
+            tool_rules(gain, tool),
+            tool_rules(lose, tool),
+        );
+        let proof = proofs
+            .entry(key)
+            .or_insert_with(|| {
+                let e = entail::entails(gain, lose, tool);
+                if let Entailment::Unproven(u) = &e {
+                    seeds.extend(u.seeds.iter().cloned());
+                }
+                e
+            })
+            .clone();
+        match proof {
+            Entailment::Proved => None,
+            Entailment::Unproven(u) => {
+                let which = if u.requirements > 1 {
+                    format!(" (requirement {} of {})", u.requirement, u.requirements)
+                } else {
+                    String::new()
+                };
+                Some((Some(format!("`{}`{which}", u.rule)), u.reason))
+            }
+        }
+    };
     for tool in &tools {
-        let old_key = tool_key(old, &old_keys, tool);
-        let new_key = tool_key(new, &new_keys, tool);
         for (stage, stage_turns, stage_words) in &stages {
             if pre_denied(old, stage, tool) && pre_denied(new, stage, tool) {
                 continue;
@@ -527,37 +615,53 @@ pub fn diff(old: &Policy, new: &Policy, config: &Config) -> PolicyDiff {
                     result.requests += 1;
                     let o = Verdict::of(old, &request, 0);
                     let n = Verdict::of(new, &request, 0);
+                    if !o.reached_rules() && !n.reached_rules() {
+                        // The stage, class and latch checks decide alike for every argument
+                        // and fact: exact.
+                        continue;
+                    }
                     let point = Point {
                         request,
                         situation,
                         stage: stage_words.clone(),
                     };
-                    let same_rules = o.reached_rules() && n.reached_rules() && old_key == new_key;
-                    if same_rules || (!o.reached_rules() && !n.reached_rules()) {
-                        continue;
-                    }
                     let group = (
-                        o.reached_rules().then(|| old_key.clone()),
-                        n.reached_rules().then(|| new_key.clone()),
+                        o.reached_rules().then(|| tool_rules(old, tool)),
+                        n.reached_rules().then(|| tool_rules(new, tool)),
                     );
                     if n.allowed() && !o.allowed() {
                         widenings.add(tool, &point, &o, &n, false);
-                    } else if o.allowed() && !n.allowed() {
-                        narrowings.add(tool, &point, &o, &n, false);
-                    } else {
-                        // Rules ran on at least one side and the outcome may hang on the
-                        // arguments and facts.
-                        if n.reached_rules() && !o.allowed() {
-                            widen_open
-                                .entry(group.clone())
-                                .or_default()
-                                .push((tool.clone(), point.clone()));
+                    } else if n.reached_rules() {
+                        // NEW's rules decide; OLD's too, or OLD denies before any rule.
+                        let unproven = if o.reached_rules() {
+                            prove(new, old, tool, &mut seeds)
+                        } else {
+                            Some((
+                                None,
+                                format!(
+                                    "OLD denies it ({}) before any rule, and NEW's rules are not proved to deny every call",
+                                    o.words()
+                                ),
+                            ))
+                        };
+                        if let Some(why) = unproven {
+                            let g = widen_open.entry(group.clone()).or_default();
+                            g.unproven.get_or_insert(why);
+                            g.points.push((tool.clone(), point.clone()));
                         }
-                        if o.reached_rules() && !n.allowed() {
-                            narrow_open
-                                .entry(group)
-                                .or_default()
-                                .push((tool.clone(), point));
+                    }
+                    if o.allowed() && !n.allowed() {
+                        narrowings.add(tool, &point, &o, &n, false);
+                    } else if o.reached_rules() {
+                        let unproven = if n.reached_rules() {
+                            prove(old, new, tool, &mut seeds)
+                        } else {
+                            Some((None, String::new()))
+                        };
+                        if let Some(why) = unproven {
+                            let g = narrow_open.entry(group).or_default();
+                            g.unproven.get_or_insert(why);
+                            g.points.push((tool.clone(), point));
                         }
                     }
                 }
@@ -567,22 +671,35 @@ pub fn diff(old: &Policy, new: &Policy, config: &Config) -> PolicyDiff {
 
     let mut guide_ast = old.syntax().clone();
     guide_ast.items.extend(new.syntax().items.iter().cloned());
-    let guide = Guide::new(&guide_ast, None);
+    let mut guide = Guide::new(&guide_ast, None);
+    add_seeds(&mut guide, &seeds);
     for (open, widen) in [(&widen_open, true), (&narrow_open, false)] {
-        for points in open.values() {
+        for group in open.values() {
             result.searched += 1;
             let refs: Vec<(&Request, usize)> =
-                points.iter().map(|(_, p)| (&p.request, 0)).collect();
+                group.points.iter().map(|(_, p)| (&p.request, 0)).collect();
             let (gain, lose) = if widen { (new, old) } else { (old, new) };
             let found = guided_search(&guide, &refs, config, |request, call| {
                 Verdict::of(gain, request, call).allowed()
                     && !Verdict::of(lose, request, call).allowed()
             });
             result.cases += u64::from(found.cases);
-            let Some((request, call, index)) = found.hit else {
-                continue;
-            };
-            let Some((tool, point)) = points.get(index) else {
+            let hit = found
+                .hit
+                .and_then(|(request, call, index)| Some((request, call, group.points.get(index)?)));
+            let Some((request, call, (tool, point))) = hit else {
+                if let (true, Some((tool, point)), Some((rule, reason))) =
+                    (widen, group.points.first(), &group.unproven)
+                {
+                    result.undecided.push(Undecided {
+                        tool: tool.clone(),
+                        situation: point.situation.clone(),
+                        rule: rule.clone(),
+                        reason: reason.clone(),
+                        points: group.points.len(),
+                        cases: u64::from(found.cases),
+                    });
+                }
                 continue;
             };
             let o = Verdict::of(old, &request, call);
@@ -598,4 +715,27 @@ pub fn diff(old: &Policy, new: &Policy, config: &Config) -> PolicyDiff {
     result.widenings = widenings.changes;
     result.narrowings = narrowings.changes;
     result
+}
+
+/// Adds the values the proof found to the search's candidates at their paths.
+fn add_seeds(guide: &mut Guide, seeds: &[Seed]) {
+    for seed in seeds {
+        let path: Vec<Seg> = seed
+            .path
+            .iter()
+            .map(|s| match s {
+                SeedStep::Key(k) => Seg::Key(k.clone()),
+                SeedStep::Index(i) => Seg::Index(*i),
+            })
+            .collect();
+        let into = if seed.in_facts {
+            &mut guide.facts
+        } else {
+            &mut guide.args
+        };
+        let values = into.entry(path).or_default();
+        if !values.contains(&seed.value) {
+            values.push(seed.value.clone());
+        }
+    }
 }

@@ -206,3 +206,132 @@ fn regex_seeds_are_the_literals_in_every_case() {
     }
     assert!(regex_seeds("(unclosed").is_empty());
 }
+
+fn example(name: &str) -> String {
+    std::fs::read_to_string(example_path(name)).unwrap()
+}
+
+/// Replaces `from` (which must occur) in `text`.
+fn edit(text: &str, from: &str, to: &str) -> String {
+    assert!(text.contains(from), "{from}");
+    text.replacen(from, to, 1)
+}
+
+#[test]
+fn a_weakened_built_in_precondition_is_a_widening_found_by_driving_the_facts() {
+    // Each of these rules allows the empty call on both sides (built-ins fail open), which
+    // the old search never started from.
+    let base = example("messenger_payments");
+    for (from, to, tool) in [
+        ("within: 10, kinds", "within: 50, kinds", "confirm_payment"),
+        (
+            "min_client_messages(2)",
+            "min_client_messages(1)",
+            "book_slot",
+        ),
+        (
+            "called_before(verify_identity)",
+            "called_before(lookup_lead)",
+            "modify_booking",
+        ),
+    ] {
+        let d = checked_diff(&compile(&base), &compile(&edit(&base, from, to)));
+        assert!(
+            d.widenings.iter().any(|w| w.tool == tool && w.searched),
+            "{from} -> {to}: {:#?} {:#?}",
+            summaries(&d.widenings),
+            d.undecided
+        );
+        // The other way round a window or count is proved; a tool swapped widens both ways.
+        let back = checked_diff(&compile(&edit(&base, from, to)), &compile(&base));
+        let swapped = from.starts_with("called_before");
+        assert_eq!(
+            back.widenings.is_empty() && back.undecided.is_empty(),
+            !swapped,
+            "{from}"
+        );
+    }
+}
+
+#[test]
+fn a_comment_inside_in_hosts_cannot_detach_the_list_from_the_rule() {
+    let full = coach();
+    let commented = edit(
+        &full,
+        "require args.url in hosts vendor_docs",
+        "require args.url in hosts // the vendors we trust\n    vendor_docs",
+    );
+    let same = checked_diff(&compile(&full), &compile(&commented));
+    assert!(same.widenings.is_empty() && same.undecided.is_empty());
+    assert_eq!(same.searched, 0, "the compiled rules are the same");
+    let wider = edit(
+        &commented,
+        "\"developers.cloudflare.com\"]",
+        "\"developers.cloudflare.com\", \"pastebin.com\"]",
+    );
+    let d = checked_diff(&compile(&commented), &compile(&wider));
+    assert_eq!(d.widenings.len(), 1, "{:#?}", summaries(&d.widenings));
+}
+
+#[test]
+fn a_multiline_flag_on_a_regex_is_found_from_the_proofs_own_string() {
+    let base = example("motor_claims");
+    let wider = edit(&base, "\"^POL-[0-9]{6}$\"", "\"(?m)^POL-[0-9]{6}$\"");
+    let d = checked_diff(&compile(&base), &compile(&wider));
+    let w = d
+        .widenings
+        .iter()
+        .find(|w| w.tool == "authorise_bacs_payout")
+        .unwrap_or_else(|| panic!("{:#?} {:#?}", summaries(&d.widenings), d.undecided));
+    let policy = w.request.calls[w.call].args["policy"].as_str().unwrap();
+    assert!(policy.contains('\n'), "{policy:?}");
+}
+
+#[test]
+fn a_vault_kind_widened_or_re_sanitising_dropped_is_a_data_widening() {
+    let base = example("motor_claims");
+    let any = edit(&base, "args.sort_code: SORT_CODE", "args.sort_code: any");
+    let d = diff(&compile(&base), &compile(&any), &CONFIG);
+    assert_eq!(
+        d.data_widenings,
+        ["`authorise_bacs_payout` may unwrap vault tokens of any kind at `args.sort_code`"]
+    );
+    let set = |p: Policy| PolicySet::new(vec![p], 0).unwrap();
+    let sets = diff_sets(&set(compile(&base)), &set(compile(&any)), &CONFIG);
+    assert!(sets.widens() && sets.found_widening());
+    assert!(sets.widening_lines().iter().any(|l| l.contains("any kind")));
+    assert!(diff(&compile(&any), &compile(&base), &CONFIG)
+        .data_widenings
+        .is_empty());
+}
+
+#[test]
+fn a_change_neither_proved_nor_shown_is_undecided_and_held() {
+    let policy = |req: &str| {
+        compile(&format!(
+            "module m\nwrite pay\nstage s {{ tools [pay] }}\nrule count_is_small for pay {{\n  require {req}\n}}\n"
+        ))
+    };
+    // `in [1, 2, 3]` admits only integers above 0, but the proof does not compare a list
+    // with a type test, and no call shows a change: undecided.
+    let old = policy("args.n is integer and args.n > 0");
+    let new = policy("args.n in [1, 2, 3]");
+    let d = checked_diff(&old, &new);
+    assert!(d.widenings.is_empty());
+    assert_eq!(d.undecided.len(), 1, "{:#?}", d.undecided);
+    let u = &d.undecided[0];
+    assert_eq!(u.tool, "pay");
+    assert_eq!(
+        u.rule.as_deref(),
+        Some("`count_is_small` (requirement 1 of 2)")
+    );
+    let set = |p: Policy| PolicySet::new(vec![p], 0).unwrap();
+    let sets = diff_sets(&set(old), &set(new), &CONFIG);
+    assert!(sets.widens());
+    let lines = sets.widening_lines();
+    assert!(
+        lines[0].starts_with("m: undecided: `pay` in stage `s`"),
+        "{lines:?}"
+    );
+    assert!(sets.render().contains("undecided: `pay`"));
+}

@@ -1,9 +1,11 @@
-//! `toolgate diff OLD NEW`: what NEW allows that OLD denied.
+//! `toolgate diff OLD NEW`: what NEW allows that OLD denied, and whether that is proved.
 //!
 //! OLD and NEW are two policy files, or two directories whose policies are matched by module
-//! name. Prints each widening with a request NEW allows and OLD denies, and each narrowing;
-//! `--json` prints the same as one JSON object. Exit 0 when NEW allows nothing OLD denies, 1
-//! when it does, 2 when either side does not load. The analysis is `toolgate_prove::diff`.
+//! name. Prints each widening with a request NEW allows and OLD denies, each point left
+//! undecided (NEW's rules neither proved to allow nothing more nor shown to, with the rule
+//! and the reason), and each narrowing; `--json` prints the same as one JSON object. Exit 0
+//! only when NEW is proved to allow nothing OLD denies; 1 on a widening or an undecided
+//! point; 2 when either side does not load. The analysis is `toolgate_prove::diff`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -66,8 +68,10 @@ pub fn run(args: &Args) -> ExitCode {
         print!("{}", diff.render());
         println!(
             "{}",
-            if diff.widens() {
+            if diff.found_widening() {
                 "NEW allows calls that OLD denied"
+            } else if diff.widens() {
+                "not proved that NEW allows nothing OLD denied: held"
             } else {
                 "NEW allows nothing that OLD denied"
             }
