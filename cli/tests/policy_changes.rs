@@ -209,3 +209,67 @@ fn fmt_check_shows_a_unified_diff_and_fmt_takes_a_directory() {
     let out = run(&["fmt", "--check", s(&dir)]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
+
+#[test]
+fn an_undecided_change_exits_1_in_diff_and_needs_acknowledging_in_test_against() {
+    let policy = |req: &str| {
+        format!(
+            "module m\nwrite pay\nstage s {{ tools [pay] }}\nrule count_is_small for pay {{\n  require {req}\n}}\n"
+        )
+    };
+    // NEW admits no call OLD denied, but the proof cannot show it and no search can find a
+    // counterexample: the change is held, not passed.
+    let base = scratch(
+        "undecided-base",
+        &[("m.gate", &policy("args.n is integer and args.n > 0"))],
+    );
+    let new = scratch(
+        "undecided-new",
+        &[("m.gate", &policy("args.n in [1, 2, 3]"))],
+    );
+    let (old_file, new_file) = (base.join("m.gate"), new.join("m.gate"));
+    let out = run(&["diff", s(&old_file), s(&new_file)]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    let line = "m: undecided: `pay` in stage `s`: rule `count_is_small` (requirement 1 of 2): no requirement of NEW's rules is proved to imply it";
+    assert!(
+        text.contains("undecided: `pay` in stage `s`: rule `count_is_small` (requirement 1 of 2)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("not proved that NEW allows nothing OLD denied: held"),
+        "{text}"
+    );
+    let out = run(&["diff", "--json", s(&old_file), s(&new_file)]);
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        (v["widens"].as_bool(), v["found_widening"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert_eq!(v["modules"][0]["undecided"][0]["tool"], "pay");
+
+    let out = run(&["test", "--cases", "64", s(&new), "--against", s(&base)]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(&format!("widening {line} ... FAILED")),
+        "{}",
+        stdout(&out)
+    );
+    let ack = new.join("accepted-widenings.txt");
+    std::fs::write(
+        &ack,
+        format!("# proved by hand: 1..3 are integers above 0\n{line}\n"),
+    )
+    .unwrap();
+    let out = run(&[
+        "test",
+        "--cases",
+        "64",
+        s(&new_file),
+        "--against",
+        s(&base),
+        "--accept-widenings",
+        s(&ack),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}

@@ -75,7 +75,7 @@ pub fn check(old: &Path, policies: &[PathBuf], accept: Option<&Path>, seed: u64)
         }
     }
     if !missing.is_empty() {
-        println!("    the policies allow calls the baseline denied; `toolgate diff` shows a request for each.");
+        println!("    the policies allow calls the baseline denied, or are not proved not to (`undecided`); `toolgate diff` shows a request for each widening and the reason for each undecided point.");
         match accept {
             Some(p) => println!("    to accept them, add these lines to {}:", p.display()),
             None => println!("    to accept them, list these lines in a file and pass it as --accept-widenings FILE:"),
@@ -85,7 +85,7 @@ pub fn check(old: &Path, policies: &[PathBuf], accept: Option<&Path>, seed: u64)
         }
     }
     if diff.widening_lines().is_empty() {
-        println!("against {}: no widening", old.display());
+        println!("against {}: proved to allow nothing more", old.display());
     }
     (passed, failed)
 }
