@@ -367,12 +367,25 @@ fn unknown_events_are_ignored_and_bad_input_blocks() {
         r#"{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Read", "tool_name": "Write"}"#.into(),
         r#"{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Write", "tool_input": [1]}"#.into(),
         r#"{"hook_event_name": "PreToolUse", "tool_name": "Write"}"#.into(),
+        // A turn id that is not a string is not "no turn id": read so, the call would be
+        // placed in whatever turn is current.
+        r#"{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Write", "prompt_id": 7}"#.into(),
+        r#"{"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt_id": ["p1"]}"#.into(),
+        r#"{"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Write", "tool_use_id": {}}"#.into(),
     ] {
         let out = s.run("claude-code", &[], &bad);
         assert_eq!(out.status.code(), Some(2), "{bad}");
         assert!(out.stdout.is_empty(), "{bad}");
         assert!(text(&out.stderr).starts_with("toolgate: "), "{bad}");
     }
+    let cursor = r#"{"hook_event_name": "beforeShellExecution", "conversation_id": "c", "generation_id": 3, "command": "ls"}"#;
+    let out = s.run("cursor", &[], cursor);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("generation_id"),
+        "{}",
+        text(&out.stderr)
+    );
     std::fs::write(&s.policy, "module broken\nstage main { tools [nope }\n").unwrap();
     let out = s.run(
         "claude-code",

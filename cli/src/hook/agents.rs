@@ -159,8 +159,21 @@ fn string(event: &Map<String, Value>, field: &'static str) -> Result<String, Eve
     }
 }
 
-fn opt_string(event: &Map<String, Value>, field: &'static str) -> Option<String> {
-    event.get(field).and_then(Value::as_str).map(str::to_string)
+/// An optional string field: absent or null is `None`; any other type is an error, never
+/// read as absent (a numeric `prompt_id` read as "no turn id" would place the call in
+/// whatever turn is current).
+fn opt_string(
+    event: &Map<String, Value>,
+    field: &'static str,
+) -> Result<Option<String>, EventError> {
+    match event.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(EventError::Field {
+            field,
+            expected: "a string",
+        }),
+    }
 }
 
 /// Tool arguments: an object, or a string holding one (some agents send it encoded);
@@ -189,18 +202,18 @@ fn claude_code(e: &Map<String, Value>) -> Result<Event, EventError> {
         // fires in the middle of one. Only the prompt starts a turn.
         "UserPromptSubmit" => Event::TurnStart {
             session: session()?,
-            turn: opt_string(e, "prompt_id"),
+            turn: opt_string(e, "prompt_id")?,
         },
         "PreToolUse" => Event::BeforeTool {
             session: session()?,
-            turn: opt_string(e, "prompt_id"),
-            call_id: opt_string(e, "tool_use_id").unwrap_or_else(|| "call".into()),
+            turn: opt_string(e, "prompt_id")?,
+            call_id: opt_string(e, "tool_use_id")?.unwrap_or_else(|| "call".into()),
             tool: string(e, "tool_name")?,
             args: args(e, "tool_input")?,
         },
         "PostToolUse" | "PostToolUseFailure" => Event::AfterTool {
             session: session()?,
-            turn: opt_string(e, "prompt_id"),
+            turn: opt_string(e, "prompt_id")?,
             tool: string(e, "tool_name")?,
             ok: name == "PostToolUse",
         },
@@ -243,7 +256,7 @@ fn gemini_cli(e: &Map<String, Value>) -> Result<Event, EventError> {
 fn cursor(e: &Map<String, Value>) -> Result<Event, EventError> {
     let name = string(e, "hook_event_name")?;
     let session = || string(e, "conversation_id");
-    let turn = opt_string(e, "generation_id");
+    let turn = opt_string(e, "generation_id")?;
     let shell_args = || {
         let mut a = Map::new();
         a.insert(
@@ -263,7 +276,7 @@ fn cursor(e: &Map<String, Value>) -> Result<Event, EventError> {
         "beforeMCPExecution" | "preToolUse" => Event::BeforeTool {
             session: session()?,
             turn,
-            call_id: opt_string(e, "tool_use_id").unwrap_or_else(|| "call".into()),
+            call_id: opt_string(e, "tool_use_id")?.unwrap_or_else(|| "call".into()),
             tool: string(e, "tool_name")?,
             args: args(e, "tool_input")?,
         },
