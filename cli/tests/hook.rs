@@ -772,3 +772,202 @@ fn run_with(mut c: Command, event: &str) -> Output {
         .unwrap();
     child.wait_with_output().unwrap()
 }
+
+/// A Codex policy: its shell tool is `Bash`, file edits are `apply_patch`, MCP tools are
+/// `mcp__SERVER__TOOL`.
+const CODEX_POLICY: &str = r#"
+module coding
+write  Bash, apply_patch, mcp__github__create_issue
+ingest mcp__fetch__fetch
+read   mcp__github__get_issue
+stage main { tools [Bash, apply_patch, mcp__github__create_issue, mcp__fetch__fetch, mcp__github__get_issue] }
+latch untrusted { set_by ingest  blocks write }
+rule looked_first for mcp__github__create_issue { require called_before(mcp__github__get_issue) }
+rule no_force for Bash { require not (args.command matches "--force") }
+"#;
+
+/// A Codex event with the fields of its `*.command.input` schemas.
+fn codex_event(name: &str, turn: &str, extra: Value) -> String {
+    let mut e = json!({"session_id": "019a-codex", "turn_id": turn, "transcript_path": null,
+                       "cwd": "/repo", "hook_event_name": name, "model": "gpt-5-codex",
+                       "permission_mode": "default"});
+    for (k, v) in extra.as_object().unwrap() {
+        e[k] = v.clone();
+    }
+    e.to_string()
+}
+
+fn codex_pre(turn: &str, tool: &str, command: &str) -> String {
+    codex_event(
+        "PreToolUse",
+        turn,
+        json!({"tool_name": tool, "tool_input": {"command": command}, "tool_use_id": "call_1"}),
+    )
+}
+
+fn codex_post(turn: &str, tool: &str, response: Value) -> String {
+    codex_event(
+        "PostToolUse",
+        turn,
+        json!({"tool_name": tool, "tool_input": {}, "tool_response": response,
+               "tool_use_id": "call_1"}),
+    )
+}
+
+#[test]
+fn codex_events_get_only_denials_in_codexs_own_format() {
+    let s = Setup::new("codex");
+    std::fs::write(&s.policy, CODEX_POLICY).unwrap();
+    let run = |event: String| -> Option<Value> {
+        let out = s.run("codex", &[], &event);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        (!stdout.trim().is_empty()).then(|| serde_json::from_str(&stdout).unwrap())
+    };
+    // Codex takes any key beyond its output schema as a failed hook and runs the call, so a
+    // denial is exactly these keys.
+    let refusal = |answer: Option<Value>| -> String {
+        let answer = answer.expect("a denial");
+        assert_eq!(answer.as_object().unwrap().len(), 1, "{answer}");
+        let out = answer["hookSpecificOutput"].as_object().unwrap();
+        let mut keys: Vec<&str> = out.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "hookEventName",
+                "permissionDecision",
+                "permissionDecisionReason"
+            ]
+        );
+        assert_eq!(out["permissionDecision"], "deny");
+        out["permissionDecisionReason"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        run(codex_event(
+            "UserPromptSubmit",
+            "t1",
+            json!({"prompt": "fix it"})
+        )),
+        None
+    );
+    assert_eq!(run(codex_pre("t1", "Bash", "cargo test")), None);
+    assert!(refusal(run(codex_pre("t1", "Bash", "git push --force"))).contains("no_force"));
+    // `called_before` counts only a call that succeeded.
+    assert!(!refusal(run(codex_pre("t1", "mcp__github__create_issue", ""))).is_empty());
+    assert_eq!(
+        run(codex_post(
+            "t1",
+            "mcp__github__get_issue",
+            json!({"is_error": true})
+        )),
+        None
+    );
+    refusal(run(codex_pre("t1", "mcp__github__create_issue", "")));
+    run(codex_post(
+        "t1",
+        "mcp__github__get_issue",
+        json!({"content": []}),
+    ));
+    assert_eq!(run(codex_pre("t1", "mcp__github__create_issue", "")), None);
+    // An MCP fetch latches the turn: the patch after it is refused, until the next prompt.
+    assert_eq!(run(codex_pre("t1", "mcp__fetch__fetch", "")), None);
+    let patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch";
+    assert!(refusal(run(codex_pre("t1", "apply_patch", patch))).contains("untrusted"));
+    assert_eq!(
+        run(codex_event(
+            "UserPromptSubmit",
+            "t2",
+            json!({"prompt": "go on"})
+        )),
+        None
+    );
+    assert_eq!(run(codex_pre("t2", "apply_patch", patch)), None);
+    // `--approve` is still nothing for Codex, which supports no "allow" answer.
+    let out = s.run("codex", &["--approve"], &codex_pre("t2", "Bash", "ls"));
+    assert_eq!(
+        (out.status.code(), text(&out.stdout)),
+        (Some(0), String::new())
+    );
+    // What toolgate cannot judge blocks, with the reason Codex needs on stderr for exit 2
+    // to block (without one, exit 2 is a failed hook, which runs the call).
+    for bad in [
+        codex_event(
+            "PermissionRequest",
+            "t2",
+            json!({"tool_name": "Bash", "tool_input": {"command": "ls"}}),
+        ),
+        codex_event(
+            "PreToolUse",
+            "t2",
+            json!({"tool_name": "Bash", "tool_input": {"command": "ls"}, "turn_id": 7}),
+        ),
+        codex_event("PreToolUse", "t2", json!({"tool_input": {"command": "ls"}})),
+    ] {
+        let out = s.run("codex", &[], &bad);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(text(&out.stderr).trim().len() > "toolgate:".len(), "{bad}");
+    }
+}
+
+#[test]
+fn init_codex_wires_every_tool_event_in_its_hooks_file() {
+    let s = Setup::new("init-codex");
+    let project = s.dir.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("p.gate"), CODEX_POLICY).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .current_dir(&project)
+        .args(["hook", "init", "codex", "--policy", "p.gate", "--write"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(project.join(".codex/hooks.json")).unwrap())
+            .unwrap();
+    let binary = std::fs::canonicalize(env!("CARGO_BIN_EXE_toolgate")).unwrap();
+    let policy = std::fs::canonicalize(project.join("p.gate")).unwrap();
+    for event in ["PreToolUse", "PostToolUse", "UserPromptSubmit"] {
+        let entry = &written["hooks"][event][0];
+        // No matcher: shell, `apply_patch` and MCP calls alike.
+        assert!(entry.get("matcher").is_none(), "{event}: {entry}");
+        assert_eq!(
+            entry["hooks"][0]["command"],
+            format!(
+                "'{}' hook codex --policy '{}'",
+                binary.display(),
+                policy.display()
+            )
+        );
+    }
+    // The written command runs from anywhere and judges with this policy.
+    let command = written["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut child = Command::new("sh")
+        .args([
+            "-c",
+            &format!("{command} --state-dir '{}'", s.state_dir().display()),
+        ])
+        .current_dir("/")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(codex_pre("t1", "Bash", "git push --force").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        text(&out.stdout).contains("\"deny\""),
+        "{}",
+        text(&out.stdout)
+    );
+}

@@ -25,6 +25,8 @@ enum HookCommand {
     GeminiCli(RunArgs),
     /// Answer one Cursor hook event (beforeMCPExecution, beforeShellExecution, ...).
     Cursor(RunArgs),
+    /// Answer one Codex CLI hook event (PreToolUse, PostToolUse, UserPromptSubmit).
+    Codex(RunArgs),
     /// Print the agent settings that run `toolgate hook` (or merge them in with `--write`).
     Init(InitArgs),
 }
@@ -84,6 +86,7 @@ pub fn run(args: &Args) -> ExitCode {
         HookCommand::ClaudeCode(a) => answer(Agent::ClaudeCode, a),
         HookCommand::GeminiCli(a) => answer(Agent::GeminiCli, a),
         HookCommand::Cursor(a) => answer(Agent::Cursor, a),
+        HookCommand::Codex(a) => answer(Agent::Codex, a),
         HookCommand::Init(a) => init(a),
     };
     let written = match result {
@@ -197,6 +200,17 @@ fn settings(args: &InitArgs) -> Result<(PathBuf, Value), String> {
                 "PreToolUse": hook,
                 "PostToolUse": hook,
                 "PostToolUseFailure": hook,
+                "UserPromptSubmit": plain,
+            }}),
+        ),
+        // No matcher: every tool, shell, `apply_patch` and MCP alike. Codex has no
+        // block-on-failure switch (a hook that exits other than 0 or 2 lets the call run),
+        // hence the absolute binary path and the hook's own exit 2 with a reason.
+        Agent::Codex => (
+            PathBuf::from(".codex/hooks.json"),
+            json!({"hooks": {
+                "PreToolUse": plain,
+                "PostToolUse": plain,
                 "UserPromptSubmit": plain,
             }}),
         ),

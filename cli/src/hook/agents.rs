@@ -19,6 +19,9 @@ pub enum Agent {
     /// Cursor: `preToolUse`, `beforeMCPExecution`, `beforeShellExecution`,
     /// `beforeReadFile`, their `after...` events and `beforeSubmitPrompt`.
     Cursor,
+    /// Codex CLI: `PreToolUse` (shell, `apply_patch` and MCP calls), `PostToolUse`,
+    /// `UserPromptSubmit`.
+    Codex,
 }
 
 /// Why an event could not be read.
@@ -43,7 +46,12 @@ pub enum EventError {
 
 impl Agent {
     /// Every agent, in the order the docs list them.
-    pub const ALL: [Agent; 3] = [Agent::ClaudeCode, Agent::GeminiCli, Agent::Cursor];
+    pub const ALL: [Agent; 4] = [
+        Agent::ClaudeCode,
+        Agent::GeminiCli,
+        Agent::Cursor,
+        Agent::Codex,
+    ];
 
     /// The agent called `name` (as on the command line), if there is one.
     pub fn from_name(name: &str) -> Option<Agent> {
@@ -90,6 +98,9 @@ impl Agent {
                 "delete_file",
                 "web_search",
             ],
+            // Codex names file edits `apply_patch` (its matcher aliases `Edit` and `Write`
+            // for it), and the patch text is in `tool_input.command`, as a command is.
+            Agent::Codex => &["Bash", "apply_patch"],
         }
     }
 
@@ -99,6 +110,7 @@ impl Agent {
             Agent::ClaudeCode => "claude-code",
             Agent::GeminiCli => "gemini-cli",
             Agent::Cursor => "cursor",
+            Agent::Codex => "codex",
         }
     }
 
@@ -114,6 +126,7 @@ impl Agent {
             Agent::ClaudeCode => claude_code(&event),
             Agent::GeminiCli => gemini_cli(&event),
             Agent::Cursor => cursor(&event),
+            Agent::Codex => codex(&event),
         }
     }
 
@@ -121,12 +134,17 @@ impl Agent {
     pub fn render(self, answer: &Answer) -> Option<Value> {
         let (allow, reason) = match answer {
             Answer::Nothing => return None,
+            // Codex supports only a denial: any other decision is a failed hook, which it
+            // logs and ignores.
+            Answer::Allow if self == Agent::Codex => return None,
             Answer::Allow => (true, None),
             Answer::Deny { reason } => (false, Some(reason.as_str())),
         };
         let word = if allow { "allow" } else { "deny" };
         Some(match self {
-            Agent::ClaudeCode => {
+            // Codex reads Claude Code's format, but takes any key beyond its schema as a
+            // failed hook and runs the call: exactly these three keys.
+            Agent::ClaudeCode | Agent::Codex => {
                 let mut out = json!({"hookEventName": "PreToolUse", "permissionDecision": word});
                 if let Some(reason) = reason {
                     out["permissionDecisionReason"] = reason.into();
@@ -320,4 +338,49 @@ fn cursor(e: &Map<String, Value>) -> Result<Event, EventError> {
         }
         _ => Event::Other,
     })
+}
+
+fn codex(e: &Map<String, Value>) -> Result<Event, EventError> {
+    let name = string(e, "hook_event_name")?;
+    let session = || string(e, "session_id");
+    let turn = || opt_string(e, "turn_id");
+    Ok(match name.as_str() {
+        // `SessionStart` is not a turn: only the prompt starts one.
+        "UserPromptSubmit" => Event::TurnStart {
+            session: session()?,
+            turn: turn()?,
+        },
+        "PreToolUse" => Event::BeforeTool {
+            session: session()?,
+            turn: turn()?,
+            call_id: opt_string(e, "tool_use_id")?.unwrap_or_else(|| "call".into()),
+            tool: string(e, "tool_name")?,
+            args: args(e, "tool_input")?,
+        },
+        // One event for success and failure: a response that reports an error or a
+        // non-zero exit is a failed call, which `called_before` does not count.
+        "PostToolUse" => Event::AfterTool {
+            session: session()?,
+            turn: turn()?,
+            tool: string(e, "tool_name")?,
+            ok: !codex_failed(e.get("tool_response")),
+        },
+        // An approval Codex is about to ask for gates an action toolgate does not judge
+        // there (it judged the call at `PreToolUse`): refused if wired, not let through.
+        "PermissionRequest" => return Err(EventError::UnknownPreEvent(name)),
+        _ => Event::Other,
+    })
+}
+
+/// Whether a Codex `tool_response` reports a failure: `is_error: true`, an `error`, or a
+/// non-zero `exit_code`.
+fn codex_failed(response: Option<&Value>) -> bool {
+    let Some(Value::Object(r)) = response else {
+        return false;
+    };
+    r.get("is_error").and_then(Value::as_bool) == Some(true)
+        || r.get("error").is_some_and(|e| !e.is_null())
+        || r.get("exit_code")
+            .and_then(Value::as_i64)
+            .is_some_and(|c| c != 0)
 }
