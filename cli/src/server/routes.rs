@@ -280,8 +280,8 @@ pub async fn policies(State(state): Shared) -> Json<Value> {
 /// `GET /health`: 200 once a policy is loaded. `degraded` (still 200, still serving) when
 /// the last reload failed (with that attempt), while a shared turn-state store is down
 /// (every replica shares the store, so taking this one out of rotation would not help, and
-/// it still judges fail-closed), or when a bundle has not been downloaded whole for two
-/// refetch intervals (`bundle.fresh`).
+/// it still judges fail-closed), while the decision log cannot be written, or when a
+/// bundle has not been downloaded whole for two refetch intervals (`bundle.fresh`).
 pub async fn health(State(state): Shared) -> Response {
     let set = state.store.snapshot();
     if set.is_empty() {
@@ -303,6 +303,10 @@ pub async fn health(State(state): Shared) -> Response {
         }
         body["bundle"] = json!(status);
     }
+    if let Some(error) = state.log.failing() {
+        body["status"] = "degraded".into();
+        body["decision_log"] = json!({"ok": false, "error": error, "lost": state.log.lost()});
+    }
     if let Some(failed) = last.filter(|r| !r.ok) {
         body["status"] = "degraded".into();
         body["last_reload"] = json!(failed);
@@ -318,6 +322,7 @@ pub async fn metrics(State(state): Shared) -> Response {
         sessions_live,
         sessions_bytes,
         policies: set.len(),
+        log_lost: state.log.lost(),
     });
     super::metrics::render_policy_info(&set, &mut text);
     state.sessions.render_metrics(&mut text);
