@@ -824,6 +824,7 @@ fn another_scope_or_a_serial_not_above_the_serving_one_is_refused() {
     let (_, v) = get_json(a, "/v1/policies");
     assert_eq!(v["bundle"]["serial"], 5, "{v}");
     assert_eq!(v["bundle"]["scope"], SCOPE, "{v}");
+    assert_eq!(metric(&metrics(a), "toolgate_bundle_serial"), Some(5.0));
     let generation = v["generation"].as_u64();
 
     fx.set_policy(false);
@@ -965,6 +966,7 @@ fn a_reused_etag_does_not_freeze_a_replica_and_health_tells_stale_from_fresh() {
     let (_, health) = get_json(a, "/health");
     assert_eq!(health["status"], "ok", "{health}");
     assert_eq!(health["bundle"]["fresh"], true, "{health}");
+    assert_eq!(metric(&metrics(a), "toolgate_bundle_fresh"), Some(1.0));
     assert!(send_allowed(a));
 
     fx.set_policy(false);
@@ -988,6 +990,7 @@ fn a_reused_etag_does_not_freeze_a_replica_and_health_tells_stale_from_fresh() {
         let (_, h) = get_json(a, "/health");
         h["bundle"]["fresh"] == false && h["status"] == "degraded"
     });
+    assert_eq!(metric(&metrics(a), "toolgate_bundle_fresh"), Some(0.0));
     assert!(!send_allowed(a), "still serving the last verified set");
 }
 

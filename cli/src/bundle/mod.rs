@@ -216,3 +216,60 @@ pub fn build(
     raw.insert(SIGNATURES.to_string(), sig);
     archive::write(&raw)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn key() -> SigningKey {
+        SigningKey::from_bytes(&[7; 32])
+    }
+
+    /// A signed archive of `files` plus a `.manifest` holding `manifest`.
+    fn signed(manifest: &serde_json::Value) -> Vec<u8> {
+        let mut raw = BTreeMap::from([
+            ("gate.gate".to_string(), b"module gate\n".to_vec()),
+            (MANIFEST.to_string(), manifest.to_string().into_bytes()),
+        ]);
+        let sig = signature::sign(&key(), &raw);
+        raw.insert(SIGNATURES.to_string(), sig);
+        archive::write(&raw).unwrap()
+    }
+
+    fn manifest(toolgate: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({"revision": "r", "roots": [""], "metadata": {"toolgate": toolgate}})
+    }
+
+    #[test]
+    fn a_manifest_without_a_scope_or_serial_or_with_a_bad_one_is_refused() {
+        let vk = key().verifying_key();
+        let base = serde_json::json!({"version": "0", "built_at": "x", "modules": []});
+        let mut good = base.clone();
+        good["scope"] = "fleet-a".into();
+        good["serial"] = 3.into();
+        let opened = open(
+            &signed(&manifest(good.clone())),
+            Some(&vk),
+            &Limits::default(),
+        );
+        assert_eq!(opened.unwrap().manifest.metadata.toolgate.serial, 3);
+
+        let err = open(&signed(&manifest(base)), Some(&vk), &Limits::default()).unwrap_err();
+        assert!(err.to_string().contains("missing field `scope`"), "{err}");
+        for (field, value, expect) in [
+            ("serial", serde_json::json!(0), "serial 0"),
+            ("scope", serde_json::json!(""), "a scope is 1 to"),
+            (
+                "scope",
+                serde_json::json!("a\nb\u{1b}"),
+                "scope `a\\u{a}b\\u{1b}`",
+            ),
+        ] {
+            let mut bad = good.clone();
+            bad[field] = value;
+            let err = open(&signed(&manifest(bad)), Some(&vk), &Limits::default()).unwrap_err();
+            assert!(err.to_string().contains(expect), "{field}: {err}");
+        }
+    }
+}

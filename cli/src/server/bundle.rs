@@ -176,6 +176,17 @@ impl Bundle {
                 self.counts[outcome as usize].load(Relaxed)
             ));
         }
+        let status = self.status();
+        out.push_str(&format!(
+            "# HELP toolgate_bundle_fresh 1 while the bundle was downloaded whole within two refetch intervals.\n\
+             # TYPE toolgate_bundle_fresh gauge\n\
+             toolgate_bundle_fresh {}\n\
+             # HELP toolgate_bundle_serial The serial of the bundle serving (0 before the first).\n\
+             # TYPE toolgate_bundle_serial gauge\n\
+             toolgate_bundle_serial {}\n",
+            u8::from(status.fresh),
+            status.serial.unwrap_or(0)
+        ));
         out
     }
 

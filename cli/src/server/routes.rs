@@ -361,6 +361,13 @@ pub async fn reload(
     let Query(query) = query
         .map_err(|e| state.client_error(ApiError::bad_request("query", e.body_text(), None)))?;
     let digest = match query.digest {
+        Some(_) if state.bundle.is_none() => {
+            return Err(state.client_error(ApiError::bad_request(
+                "query",
+                "`digest` names a bundle, and this server serves a directory",
+                Some("digest".into()),
+            )))
+        }
         Some(d) if d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()) => {
             Some(d.to_ascii_lowercase())
         }
