@@ -18,6 +18,7 @@ mod signature;
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use manifest::Manifest;
 pub use manifest::Stamp;
+pub use signature::sha256_hex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;

@@ -262,26 +262,32 @@ pub async fn reload(
     };
     // The whole bundle was downloaded: what the URL holds is known as of now.
     b.confirmed(now_ms());
-    let digest = bundle_digest(&body);
+    let digest = bundle::sha256_hex(&body);
     let last_digest = b.digest.lock().ok().and_then(|d| d.clone());
     let last_etag = b.status().etag;
     if source == GateSource::Automatic && last_digest.as_deref() == Some(digest.as_str()) {
         b.note(Outcome::NotModified, None, |s| s.etag = etag);
         return Ok(state.store.snapshot().generation());
     }
-    if etag.is_some() && etag == last_etag && last_digest.is_some() {
+    let new_bytes = last_digest.as_deref().is_some_and(|d| d != digest);
+    if new_bytes && etag.is_some() && etag == last_etag {
         eprintln!(
             "toolgate: warning: bundle {} sent ETag {} again for different bytes; the server reuses ETags, so only the unconditional fetch every --refetch-s sees a new bundle",
             escape(&b.source.url),
             escape(etag.as_deref().unwrap_or_default())
         );
     }
+    let named = if want.is_some() {
+        "`digest` names"
+    } else {
+        "`pending` reported"
+    };
     let gate_source = match source {
         GateSource::Explicit => match want.or_else(|| state.gate.pending_digest()) {
             Some(w) if w == digest => GateSource::Explicit,
             Some(w) => {
                 let msg = format!(
-                    "the bundle changed since it was reported: `pending` was {w}, {} now holds {digest}; nothing applied (the next poll gates the new bundle; review `pending` again)",
+                    "the bundle changed since it was reported: {named} {w}, and {} now holds {digest}; nothing applied (the next poll gates the new bundle; review `pending` again)",
                     b.source.url
                 );
                 eprintln!("toolgate: reload ({trigger}) refused: {}", escape(&msg));
@@ -384,14 +390,6 @@ impl Checks {
         };
         Ok((set, served))
     }
-}
-
-fn bundle_digest(body: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(body)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// One GET, bounded in size; `conditional` sends the last ETag.

@@ -173,7 +173,7 @@ impl GateState {
             apply_with(digest.as_deref())
         );
         for line in &summary {
-            eprintln!("toolgate:   widening: {line}");
+            eprintln!("toolgate:   widening: {}", crate::log_text::escape(line));
         }
         if let Ok(mut p) = self.pending.lock() {
             *p = Some(Pending {
@@ -196,7 +196,7 @@ impl GateState {
             self.applied_widening.fetch_add(1, Relaxed);
             eprintln!("toolgate: reload ({trigger}) applied a widening change:");
             for line in diff.widening_lines() {
-                eprintln!("toolgate:   widening: {line}");
+                eprintln!("toolgate:   widening: {}", crate::log_text::escape(&line));
             }
         }
     }
