@@ -893,6 +893,19 @@ fn another_scope_or_a_serial_not_above_the_serving_one_is_refused() {
     assert!(!send_allowed(a));
     assert_eq!(get_json(a, "/v1/policies").1["bundle"]["serial"], 3);
 
+    // A restarted replica has no serving serial; --min-serial refuses the replay anyway.
+    drop(tg);
+    let (_www3, tg) = fx.serve_published(&["--min-serial", "4", "--allow-rollback"]);
+    let (st, v) = get_json(&tg.addr, "/health");
+    assert_eq!(st, 503, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("serial 3 is below --min-serial 4"),
+        "{v}"
+    );
+
     // A bundle server needs --scope; a build needs --scope and --serial.
     let (code, stderr) = server_support::serve_refused(&[
         "--bundle",

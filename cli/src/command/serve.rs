@@ -30,6 +30,11 @@ pub struct Args {
     /// above the serving one: a rollback. A poll never applies one, with or without it.
     #[arg(long, requires = "bundle")]
     allow_rollback: bool,
+    /// Refuse every bundle whose serial is below N, from the first fetch on and whatever
+    /// --allow-rollback says: a restarted replica knows no serving serial to compare with, so
+    /// this is what keeps it from taking a replayed old bundle.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "bundle")]
+    min_serial: u64,
     /// Seconds between polls of the bundle URL.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..), requires = "bundle")]
     poll_s: u64,
@@ -316,5 +321,6 @@ fn bundle_source(args: &Args) -> Result<Option<server::bundle::Source>, String> 
         refetch: Duration::from_secs(args.refetch_s),
         scope,
         allow_rollback: args.allow_rollback,
+        min_serial: args.min_serial,
     }))
 }

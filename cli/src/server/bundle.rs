@@ -31,6 +31,10 @@ pub struct Source {
     /// Whether an explicit reload may apply a bundle whose serial is not above the serving
     /// one (`--allow-rollback`); a poll never does.
     pub allow_rollback: bool,
+    /// The lowest serial ever applied (`--min-serial`), at startup too, and whatever
+    /// `--allow-rollback` says: what a restarted replica, which knows no serving serial yet,
+    /// still refuses.
+    pub min_serial: u64,
 }
 
 /// What one fetch came to.
@@ -305,6 +309,7 @@ pub async fn reload(
         limits: b.limits,
         scope: b.source.scope.clone(),
         floor: b.status().serial,
+        min: b.source.min_serial,
         rollback: source == GateSource::Explicit && b.source.allow_rollback,
         deny_warnings: state.deny_warnings,
         url: b.source.url.clone(),
@@ -345,6 +350,8 @@ struct Checks {
     scope: String,
     /// The serial of the bundle serving now; a new one must be above it.
     floor: Option<u64>,
+    /// `--min-serial`: no bundle below it, ever.
+    min: u64,
     /// Whether this reload may apply a serial not above `floor` (`--allow-rollback` and an
     /// explicit reload).
     rollback: bool,
@@ -372,6 +379,12 @@ impl Checks {
             return Err(format!(
                 "bundle {url} refused: its scope is `{}`, and this server serves scope `{}` (--scope)",
                 built.scope, self.scope
+            ));
+        }
+        if built.serial < self.min {
+            return Err(format!(
+                "bundle {url} refused: serial {} is below --min-serial {}",
+                built.serial, self.min
             ));
         }
         if let Some(floor) = self.floor.filter(|f| built.serial <= *f && !self.rollback) {
