@@ -762,6 +762,8 @@ fn an_explicit_reload_applies_the_pending_bundle_and_no_other() {
     assert_eq!(v["error"]["code"], "reload_held", "{v}");
     let (_, p) = get_json(a, "/v1/policies");
     assert_eq!(p["pending"]["digest"], digest.as_str(), "{p}");
+    assert_eq!(p["pending"]["bundle"]["serial"], 2, "{p}");
+    assert_eq!(p["pending"]["bundle"]["scope"], SCOPE, "{p}");
     assert!(
         p["pending"]["apply_with"]
             .as_str()

@@ -318,7 +318,7 @@ pub async fn reload(
     let seen = manifest.clone();
     let result = state
         .clone()
-        .install(trigger, gate_source, Some(digest), move |next| {
+        .install(trigger, gate_source, Some(digest.clone()), move |next| {
             let (set, served) = check.open(&body, next)?;
             if let Ok(mut m) = seen.lock() {
                 *m = Some(served);
@@ -338,7 +338,20 @@ pub async fn reload(
                 }
             });
         }
-        Err(e) => b.note(Outcome::Refused, Some(e.to_string()), |s| s.etag = etag),
+        Err(e) => {
+            if let (ReloadError::Held(_), Some(m)) =
+                (e, manifest.lock().ok().and_then(|m| m.clone()))
+            {
+                let described = serde_json::json!({
+                    "scope": b.source.scope,
+                    "serial": m.serial,
+                    "revision": m.revision,
+                    "key_id": m.key_id,
+                });
+                state.gate.describe_pending(&digest, described);
+            }
+            b.note(Outcome::Refused, Some(e.to_string()), |s| s.etag = etag)
+        }
     }
     result
 }

@@ -131,6 +131,8 @@ struct Pending {
     summary: Vec<String>,
     /// The SHA-256 (hex) of the held bundle; `None` for a directory.
     digest: Option<String>,
+    /// What the held bundle's manifest says (`scope`, `serial`, `revision`), for the review.
+    manifest: Value,
 }
 
 /// The gate's state in the server: the mode, the held change and its counters.
@@ -182,6 +184,7 @@ impl GateState {
                 diff: diff.to_json(),
                 summary,
                 digest,
+                manifest: Value::Null,
             });
         }
     }
@@ -197,6 +200,16 @@ impl GateState {
             eprintln!("toolgate: reload ({trigger}) applied a widening change:");
             for line in diff.widening_lines() {
                 eprintln!("toolgate:   widening: {}", crate::log_text::escape(&line));
+            }
+        }
+    }
+
+    /// Adds what the held bundle's manifest says to the pending change, if the bundle held is
+    /// still the one with `digest`.
+    pub fn describe_pending(&self, digest: &str, manifest: Value) {
+        if let Ok(mut p) = self.pending.lock() {
+            if let Some(p) = p.as_mut().filter(|p| p.digest.as_deref() == Some(digest)) {
+                p.manifest = manifest;
             }
         }
     }
@@ -220,6 +233,7 @@ impl GateState {
                 "summary": p.summary,
                 "diff": p.diff,
                 "digest": p.digest,
+                "bundle": p.manifest,
                 "apply_with": apply_with(p.digest.as_deref()),
             }),
         }
