@@ -219,6 +219,17 @@ fn send_allowed(addr: &str) -> bool {
     v["decisions"][0]["allow"].as_bool().unwrap()
 }
 
+/// Asserts that `/health` answers 503 (nothing is served) with a message holding each of
+/// `needles`.
+fn assert_unavailable(addr: &str, needles: &[&str]) {
+    let (st, v) = get_json(addr, "/health");
+    assert_eq!(st, 503, "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    for needle in needles {
+        assert!(message.contains(needle), "{needle:?} not in: {message}");
+    }
+}
+
 fn metrics(addr: &str) -> String {
     http(addr, "GET", "/metrics", &[], b"").1
 }
@@ -532,13 +543,7 @@ fn a_bundle_that_fails_to_compile_on_the_server_is_refused() {
     .unwrap();
     fx.publish(&fx.build("keys"));
     let (_www, tg) = fx.serve_published(&["--deny-warnings"]);
-    let (st, v) = get_json(&tg.addr, "/health");
-    assert_eq!(st, 503, "{v}");
-    let message = v["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("do not compile") && message.contains("gate.gate"),
-        "{message}"
-    );
+    assert_unavailable(&tg.addr, &["do not compile", "gate.gate"]);
 }
 
 #[test]
@@ -589,15 +594,7 @@ fn a_bundle_server_that_is_down_is_reported_and_picked_up_once_it_is_up() {
     let url = format!("http://127.0.0.1:{port}/bundle.tar.gz");
     let tg = fx.serve_url(&url, &["--poll-s", "1"], &[]);
     let a = &tg.addr;
-    let (st, v) = get_json(a, "/health");
-    assert_eq!(st, 503, "{v}");
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("unreachable"),
-        "{v}"
-    );
+    assert_unavailable(a, &["unreachable"]);
     assert!(fetches(a, "unreachable") >= 1.0);
 
     let _www = Services::start(&fx.www(), port);
@@ -618,13 +615,7 @@ fn https_bundles_are_verified_against_trusted_roots_only() {
 
     // Not trusted: the download fails, nothing is served.
     let tg = fx.serve_url(&url, &[], &[]);
-    let (st, v) = get_json(&tg.addr, "/health");
-    assert_eq!(st, 503, "{v}");
-    let message = v["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("unreachable") && message.contains("certificate"),
-        "{message}"
-    );
+    assert_unavailable(&tg.addr, &["unreachable", "certificate"]);
 
     // Trusted (the system roots replaced by this certificate): loaded over TLS.
     let tg = fx.serve_url(&url, &[], &[("SSL_CERT_FILE", s(&cert))]);
@@ -898,15 +889,7 @@ fn another_scope_or_a_serial_not_above_the_serving_one_is_refused() {
     // A restarted replica has no serving serial; --min-serial refuses the replay anyway.
     drop(tg);
     let (_www3, tg) = fx.serve_published(&["--min-serial", "4", "--allow-rollback"]);
-    let (st, v) = get_json(&tg.addr, "/health");
-    assert_eq!(st, 503, "{v}");
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("serial 3 is below --min-serial 4"),
-        "{v}"
-    );
+    assert_unavailable(&tg.addr, &["serial 3 is below --min-serial 4"]);
 
     // A bundle server needs --scope; a build needs --scope and --serial.
     let (code, stderr) = server_support::serve_refused(&[
@@ -948,13 +931,7 @@ fn a_redirect_from_https_to_http_is_refused() {
         fx.serve_url(&url, &[], &[("SSL_CERT_FILE", s(&cert))])
     };
     let tg = start(&plain.url("bundle.tar.gz"));
-    let (st, v) = get_json(&tg.addr, "/health");
-    assert_eq!(st, 503, "{v}");
-    let message = v["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("unreachable") && message.contains("redirect from https"),
-        "{message}"
-    );
+    assert_unavailable(&tg.addr, &["unreachable", "redirect from https"]);
     let (_, stats) = get_json(&plain.addr, "/__stats");
     assert!(stats["200"].is_null(), "nothing fetched over http: {stats}");
 
@@ -1027,15 +1004,7 @@ fn entry_names_cannot_forge_log_lines() {
         let mut args = vec!["--bundle", url.as_str(), "--scope", SCOPE, "--log", "off"];
         args.extend_from_slice(extra);
         let tg = serve(&args);
-        let (st, v) = get_json(&tg.addr, "/health");
-        assert_eq!(st, 503, "{v}");
-        assert!(
-            v["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("x.gate\\u{a}toolgate: loaded generation 99"),
-            "{v}"
-        );
+        assert_unavailable(&tg.addr, &["x.gate\\u{a}toolgate: loaded generation 99"]);
         let lines = tg.stderr.lock().unwrap().clone();
         assert!(
             lines
