@@ -9,12 +9,37 @@ pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// The most redirects one request follows.
+const MAX_REDIRECTS: usize = 10;
+
+/// The redirect rule: up to [`MAX_REDIRECTS`] hops, and never from `https` to anything else.
+/// A request that started over TLS stays on TLS: a `302` to `http://` (a misconfigured
+/// bucket, or whoever sits on the path) would otherwise fetch a bundle, or send a decision
+/// log, in the clear.
+fn redirect_policy() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let downgrade = attempt.url().scheme() != "https"
+            && attempt.previous().iter().any(|u| u.scheme() == "https");
+        if downgrade {
+            let to = crate::log_text::escape(attempt.url().as_str()).into_owned();
+            attempt.error(format!(
+                "refused a redirect from https to `{to}`: a request that starts on TLS stays on it"
+            ))
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
 /// A client whose requests give up after `timeout` (connecting within at most five
-/// seconds of it), following no redirects to other schemes.
+/// seconds of it), following at most ten redirects and none from https to http.
 pub fn client(timeout: Duration) -> Result<reqwest::Client, String> {
     install_crypto();
     reqwest::Client::builder()
         .timeout(timeout)
+        .redirect(redirect_policy())
         .connect_timeout(timeout.min(Duration::from_secs(5)))
         .user_agent(concat!("toolgate/", env!("CARGO_PKG_VERSION")))
         .build()

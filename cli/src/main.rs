@@ -4,6 +4,7 @@ mod bundle;
 mod command;
 mod hook;
 mod http_client;
+mod log_text;
 mod mcp;
 mod server;
 mod signals;

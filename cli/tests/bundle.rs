@@ -20,9 +20,14 @@ fn policy(allow_send: bool) -> String {
     base.replacen("module gate\n", "module gate\nuse \"lib/shared.gate\"\n", 1)
 }
 
+/// The scope every fixture's replica serves.
+const SCOPE: &str = "fleet-a";
+
 /// A scratch folder with a key pair and a policy directory.
 struct Fixture {
     root: PathBuf,
+    /// The serial of the last bundle built; each build takes the next.
+    serial: std::cell::Cell<u64>,
 }
 
 impl Drop for Fixture {
@@ -42,7 +47,10 @@ impl Fixture {
         std::fs::create_dir_all(root.join("www")).unwrap();
         std::fs::write(root.join("policies/lib/shared.gate"), SHARED).unwrap();
         std::fs::write(root.join("policies/gate.tests.json"), "[]").unwrap();
-        let fx = Fixture { root };
+        let fx = Fixture {
+            root,
+            serial: std::cell::Cell::new(0),
+        };
         fx.set_policy(true);
         fx
     }
@@ -55,15 +63,27 @@ impl Fixture {
         self.root.join(which).join(file)
     }
 
-    /// Builds the policy directory with key pair `which`; returns the bundle's bytes.
+    /// Builds the policy directory with key pair `which`, in [`SCOPE`] with the next serial;
+    /// returns the bundle's bytes.
     fn build(&self, which: &str) -> Vec<u8> {
+        self.serial.set(self.serial.get() + 1);
+        self.build_as(which, SCOPE, self.serial.get())
+    }
+
+    /// Builds the policy directory with key pair `which` as `scope` and `serial`.
+    fn build_as(&self, which: &str, scope: &str, serial: u64) -> Vec<u8> {
         let out_file = self.root.join("built.tar.gz");
+        let serial = serial.to_string();
         let out = toolgate(&[
             "bundle",
             "build",
             s(&self.root.join("policies")),
             "--key",
             s(&self.key(which, "bundle.key")),
+            "--scope",
+            scope,
+            "--serial",
+            &serial,
             "-o",
             s(&out_file),
         ]);
@@ -90,19 +110,40 @@ impl Fixture {
     /// the configured key and `extra` flags.
     fn serve_published(&self, extra: &[&str]) -> (Services, Toolgate) {
         let www = Services::start(&self.www(), 0);
-        let url = www.url("bundle.tar.gz");
-        let pk = self.public();
-        let mut args = vec!["--bundle", &url, "--verify-key", &pk, "--log", "off"];
-        args.extend_from_slice(extra);
-        let tg = serve(&args);
+        let tg = self.serve_url(&www.url("bundle.tar.gz"), extra, &[]);
         (www, tg)
+    }
+
+    /// `toolgate serve --bundle URL` with the configured key, [`SCOPE`], no decision log,
+    /// `extra` flags and `env`.
+    fn serve_url(&self, url: &str, extra: &[&str], env: &[(&str, &str)]) -> Toolgate {
+        let pk = self.public();
+        let mut args = vec![
+            "--bundle",
+            url,
+            "--verify-key",
+            &pk,
+            "--scope",
+            SCOPE,
+            "--log",
+            "off",
+        ];
+        args.extend_from_slice(extra);
+        serve_with_env(&args, env)
     }
 
     /// Publishes a good bundle and serves it, polled every `poll_s` seconds; returns once
     /// the bundle is loaded.
     fn serve_good(&self, poll_s: &str) -> (Services, Toolgate) {
+        self.serve_good_with(poll_s, &[])
+    }
+
+    /// [`Fixture::serve_good`] with `extra` flags.
+    fn serve_good_with(&self, poll_s: &str, extra: &[&str]) -> (Services, Toolgate) {
         self.publish(&self.build("keys"));
-        let (www, tg) = self.serve_published(&["--poll-s", poll_s]);
+        let mut args = vec!["--poll-s", poll_s];
+        args.extend_from_slice(extra);
+        let (www, tg) = self.serve_published(&args);
         wait_for("the first bundle to load", || {
             get_json(&tg.addr, "/health").0 == 200
         });
@@ -176,6 +217,17 @@ fn send_allowed(addr: &str) -> bool {
     let (st, v) = post_json(addr, "/v1/decide", &batch("send"));
     assert_eq!(st, 200, "{v}");
     v["decisions"][0]["allow"].as_bool().unwrap()
+}
+
+/// Asserts that `/health` answers 503 (nothing is served) with a message holding each of
+/// `needles`.
+fn assert_unavailable(addr: &str, needles: &[&str]) {
+    let (st, v) = get_json(addr, "/health");
+    assert_eq!(st, 503, "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    for needle in needles {
+        assert!(message.contains(needle), "{needle:?} not in: {message}");
+    }
 }
 
 fn metrics(addr: &str) -> String {
@@ -266,6 +318,10 @@ fn build_refuses_imports_outside_the_directory_and_policies_that_do_not_compile(
             s(&fx.root.join("policies")).into(),
             "--key".into(),
             s(&fx.key("keys", "bundle.key")).into(),
+            "--scope".into(),
+            SCOPE.into(),
+            "--serial".into(),
+            "1".into(),
             "-o".into(),
             s(out).into(),
         ]
@@ -487,13 +543,7 @@ fn a_bundle_that_fails_to_compile_on_the_server_is_refused() {
     .unwrap();
     fx.publish(&fx.build("keys"));
     let (_www, tg) = fx.serve_published(&["--deny-warnings"]);
-    let (st, v) = get_json(&tg.addr, "/health");
-    assert_eq!(st, 503, "{v}");
-    let message = v["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("do not compile") && message.contains("gate.gate"),
-        "{message}"
-    );
+    assert_unavailable(&tg.addr, &["do not compile", "gate.gate"]);
 }
 
 #[test]
@@ -509,7 +559,8 @@ fn without_a_key_a_bundle_needs_insecure_unsigned() {
     let url = www.url("bundle.tar.gz");
 
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["serve", "--bundle", &url, "--addr", "127.0.0.1:0"])
+        .args(["serve", "--bundle", &url, "--scope", SCOPE])
+        .args(["--addr", "127.0.0.1:0"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -519,7 +570,15 @@ fn without_a_key_a_bundle_needs_insecure_unsigned() {
         text(&out.stderr)
     );
 
-    let tg = serve(&["--bundle", &url, "--insecure-unsigned", "--log", "off"]);
+    let tg = serve(&[
+        "--bundle",
+        &url,
+        "--scope",
+        SCOPE,
+        "--insecure-unsigned",
+        "--log",
+        "off",
+    ]);
     assert_eq!(get_json(&tg.addr, "/health").0, 200);
     assert_eq!(
         get_json(&tg.addr, "/v1/policies").1["bundle"]["verified"],
@@ -533,27 +592,9 @@ fn a_bundle_server_that_is_down_is_reported_and_picked_up_once_it_is_up() {
     fx.publish(&fx.build("keys"));
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}/bundle.tar.gz");
-    let pk = fx.public();
-    let tg = serve(&[
-        "--bundle",
-        &url,
-        "--verify-key",
-        &pk,
-        "--poll-s",
-        "1",
-        "--log",
-        "off",
-    ]);
+    let tg = fx.serve_url(&url, &["--poll-s", "1"], &[]);
     let a = &tg.addr;
-    let (st, v) = get_json(a, "/health");
-    assert_eq!(st, 503, "{v}");
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("unreachable"),
-        "{v}"
-    );
+    assert_unavailable(a, &["unreachable"]);
     assert!(fetches(a, "unreachable") >= 1.0);
 
     let _www = Services::start(&fx.www(), port);
@@ -568,8 +609,23 @@ fn a_bundle_server_that_is_down_is_reported_and_picked_up_once_it_is_up() {
 fn https_bundles_are_verified_against_trusted_roots_only() {
     let fx = Fixture::new("https");
     fx.publish(&fx.build("keys"));
-    // A certificate for 127.0.0.1, made by openssl (installed by .ci/run).
-    let (cert, key) = (fx.root.join("cert.pem"), fx.root.join("key.pem"));
+    let (cert, key) = tls_cert(&fx.root);
+    let www = Services::start_tls(&fx.www(), 0, Some((&cert, &key)));
+    let url = format!("https://{}/bundle.tar.gz", www.addr);
+
+    // Not trusted: the download fails, nothing is served.
+    let tg = fx.serve_url(&url, &[], &[]);
+    assert_unavailable(&tg.addr, &["unreachable", "certificate"]);
+
+    // Trusted (the system roots replaced by this certificate): loaded over TLS.
+    let tg = fx.serve_url(&url, &[], &[("SSL_CERT_FILE", s(&cert))]);
+    assert_eq!(get_json(&tg.addr, "/health").0, 200);
+    assert!(send_allowed(&tg.addr));
+}
+
+/// A certificate and key for 127.0.0.1 in `root`, made by openssl (installed by .ci/run).
+fn tls_cert(root: &Path) -> (PathBuf, PathBuf) {
+    let (cert, key) = (root.join("cert.pem"), root.join("key.pem"));
     let made = std::process::Command::new("openssl")
         .args([
             "req",
@@ -590,25 +646,7 @@ fn https_bundles_are_verified_against_trusted_roots_only() {
         .output()
         .expect("openssl is needed to make a test certificate");
     assert!(made.status.success(), "{}", text(&made.stderr));
-    let www = Services::start_tls(&fx.www(), 0, Some((&cert, &key)));
-    let url = format!("https://{}/bundle.tar.gz", www.addr);
-    let pk = fx.public();
-    let args = ["--bundle", &url, "--verify-key", &pk, "--log", "off"];
-
-    // Not trusted: the download fails, nothing is served.
-    let tg = serve(&args);
-    let (st, v) = get_json(&tg.addr, "/health");
-    assert_eq!(st, 503, "{v}");
-    let message = v["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("unreachable") && message.contains("certificate"),
-        "{message}"
-    );
-
-    // Trusted (the system roots replaced by this certificate): loaded over TLS.
-    let tg = serve_with_env(&args, &[("SSL_CERT_FILE", s(&cert))]);
-    assert_eq!(get_json(&tg.addr, "/health").0, 200);
-    assert!(send_allowed(&tg.addr));
+    (cert, key)
 }
 
 /// A bundle poll is an automatic reload: a bundle that widens what is allowed is held back by
@@ -646,4 +684,498 @@ fn a_bundle_that_widens_is_held_back_until_an_explicit_reload() {
     assert_eq!(st, 200, "{v}");
     assert!(send_allowed(a));
     assert!(get_json(a, "/v1/policies").1["pending"].is_null());
+}
+
+/// A policy whose `fetch` may reach only `hosts`.
+fn hosts_policy(hosts: &[&str]) -> String {
+    let list: Vec<String> = hosts.iter().map(|h| format!("\"{h}\"")).collect();
+    format!(
+        "module gate\nhosts docs {{ allow [{}] }}\nread fetch\nwrite send\nstage main {{ tools [fetch] }}\nrule docs_only for fetch {{ require args.url in hosts docs }}\n",
+        list.join(", ")
+    )
+}
+
+/// Whether `fetch` of `url` is allowed right now.
+fn fetch_allowed(addr: &str, url: &str) -> bool {
+    let call = serde_json::json!({"facts": {"stage": "main"}, "calls": [{"id": "c1", "tool": "fetch", "args": {"url": url}}]});
+    let (st, v) = post_json(addr, "/v1/decide", &call);
+    assert_eq!(st, 200, "{v}");
+    v["decisions"][0]["allow"].as_bool().unwrap()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn reload_query(addr: &str, query: &str) -> (u16, Value) {
+    let (st, body) = http(addr, "POST", &format!("/v1/reload{query}"), &[], b"");
+    (st, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+fn stderr_has(tg: &Toolgate, needle: &str) -> bool {
+    tg.stderr.lock().unwrap().iter().any(|l| l.contains(needle))
+}
+
+/// The reviewed change is the applied change: an explicit reload applies the bundle whose
+/// digest `pending` reported, and answers 409 without applying anything once the remote
+/// bundle is another one.
+#[test]
+fn an_explicit_reload_applies_the_pending_bundle_and_no_other() {
+    let fx = Fixture::new("pending");
+    let docs = "https://docs.example.com/a";
+    let partner = "https://partner.example.com/a";
+    let attacker = "https://attacker.example.org/x";
+    std::fs::write(
+        fx.root.join("policies/gate.gate"),
+        hosts_policy(&["docs.example.com"]),
+    )
+    .unwrap();
+    let (_www, tg) = fx.serve_good("3600");
+    let a = &tg.addr;
+    assert!(fetch_allowed(a, docs) && !fetch_allowed(a, partner));
+    let generation = get_json(a, "/v1/policies").1["generation"].as_u64();
+
+    // A one-host widening, reviewed under `pending` with its digest.
+    std::fs::write(
+        fx.root.join("policies/gate.gate"),
+        hosts_policy(&["docs.example.com", "partner.example.com"]),
+    )
+    .unwrap();
+    let reviewed = fx.build("keys");
+    fx.publish(&reviewed);
+    let digest = sha256_hex(&reviewed);
+    let (st, v) = reload(a);
+    assert_eq!(st, 409, "nothing was pending, so the widening is held: {v}");
+    assert_eq!(v["error"]["code"], "reload_held", "{v}");
+    let (_, p) = get_json(a, "/v1/policies");
+    assert_eq!(p["pending"]["digest"], digest.as_str(), "{p}");
+    assert_eq!(p["pending"]["bundle"]["serial"], 2, "{p}");
+    assert_eq!(p["pending"]["bundle"]["scope"], SCOPE, "{p}");
+    assert!(
+        p["pending"]["apply_with"]
+            .as_str()
+            .unwrap()
+            .contains(&digest),
+        "{p}"
+    );
+    assert!(!fetch_allowed(a, partner));
+
+    // The remote bundle is replaced (no longer the reviewed one): neither POST /v1/reload,
+    // nor one naming the reviewed digest, nor SIGHUP applies it.
+    std::fs::write(
+        fx.root.join("policies/gate.gate"),
+        hosts_policy(&[
+            "docs.example.com",
+            "partner.example.com",
+            "attacker.example.org",
+        ]),
+    )
+    .unwrap();
+    fx.publish(&fx.build("keys"));
+    for query in ["", &format!("?digest={digest}")] {
+        let (st, v) = reload_query(a, query);
+        assert_eq!(st, 409, "{query}: {v}");
+        assert_eq!(v["error"]["code"], "bundle_changed", "{query}: {v}");
+        assert!(!fetch_allowed(a, attacker), "{query}");
+    }
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &tg.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    wait_for("SIGHUP's refusal", || {
+        stderr_has(&tg, "reload (sighup) refused: the bundle changed")
+    });
+    assert!(!fetch_allowed(a, attacker) && !fetch_allowed(a, partner));
+    let (_, p) = get_json(a, "/v1/policies");
+    assert_eq!(p["generation"].as_u64(), generation, "{p}");
+    assert_eq!(p["pending"]["digest"], digest.as_str(), "{p}");
+
+    // A malformed digest is a 400; the reviewed bundle back in place applies by its digest.
+    assert_eq!(reload_query(a, "?digest=abc").0, 400);
+    fx.publish(&reviewed);
+    let (st, v) = reload_query(a, &format!("?digest={digest}"));
+    assert_eq!(st, 200, "{v}");
+    assert!(fetch_allowed(a, partner) && !fetch_allowed(a, attacker));
+    assert!(get_json(a, "/v1/policies").1["pending"].is_null());
+}
+
+/// Scope binds a bundle to a fleet; the serial only grows. Another fleet's bundle signed
+/// with the same key, an older serial or the same serial again is refused, and a narrowing
+/// rollback never applies by itself, with or without --allow-rollback.
+#[test]
+fn another_scope_or_a_serial_not_above_the_serving_one_is_refused() {
+    let fx = Fixture::new("serial");
+    fx.serial.set(4);
+    let (_www, tg) = fx.serve_good("1");
+    let a = &tg.addr;
+    assert!(send_allowed(a));
+    let (_, v) = get_json(a, "/v1/policies");
+    assert_eq!(v["bundle"]["serial"], 5, "{v}");
+    assert_eq!(v["bundle"]["scope"], SCOPE, "{v}");
+    assert_eq!(metric(&metrics(a), "toolgate_bundle_serial"), Some(5.0));
+    let generation = v["generation"].as_u64();
+
+    fx.set_policy(false);
+    for (what, bytes, expect) in [
+        (
+            "another scope",
+            fx.build_as("keys", "fleet-b", 9),
+            "its scope is `fleet-b`",
+        ),
+        (
+            "the same serial",
+            fx.build_as("keys", SCOPE, 5),
+            "serial 5 is not above serial 5",
+        ),
+    ] {
+        fx.publish(&bytes);
+        let (st, v) = reload(a);
+        assert_eq!(st, 422, "{what}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.contains(expect), "{what}: {message}");
+        assert!(send_allowed(a), "{what}");
+    }
+
+    // A narrowing rollback, published for the poll: refused, never applied.
+    fx.publish(&fx.build_as("keys", SCOPE, 3));
+    let refused = fetches(a, "refused");
+    wait_for("the poll to refuse the rollback", || {
+        fetches(a, "refused") > refused
+    });
+    assert!(send_allowed(a));
+    let (st, health) = get_json(a, "/health");
+    assert_eq!(st, 200);
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert!(
+        health["bundle"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("serial 3 is not above serial 5"),
+        "{health}"
+    );
+    assert_eq!(reload(a).0, 422, "no --allow-rollback");
+    assert_eq!(
+        get_json(a, "/v1/policies").1["generation"].as_u64(),
+        generation
+    );
+
+    // With --allow-rollback a poll still does not apply it; an explicit reload does.
+    drop(tg);
+    fx.set_policy(true);
+    let (_www2, tg) = {
+        fx.serial.set(4);
+        let (www, tg) = fx.serve_good_with("1", &["--allow-rollback"]);
+        (www, tg)
+    };
+    let a = &tg.addr;
+    assert!(send_allowed(a));
+    fx.set_policy(false);
+    fx.publish(&fx.build_as("keys", SCOPE, 3));
+    let refused = fetches(a, "refused");
+    wait_for("the poll to refuse the rollback", || {
+        fetches(a, "refused") > refused
+    });
+    assert!(send_allowed(a), "a rollback never applies by itself");
+    let (st, v) = reload(a);
+    assert_eq!(st, 200, "{v}");
+    assert!(!send_allowed(a));
+    assert_eq!(get_json(a, "/v1/policies").1["bundle"]["serial"], 3);
+
+    // A restarted replica has no serving serial; --min-serial refuses the replay anyway.
+    drop(tg);
+    let (_www3, tg) = fx.serve_published(&["--min-serial", "4", "--allow-rollback"]);
+    assert_unavailable(&tg.addr, &["serial 3 is below --min-serial 4"]);
+
+    // A bundle server needs --scope; a build needs --scope and --serial.
+    let (code, stderr) = server_support::serve_refused(&[
+        "--bundle",
+        "http://127.0.0.1:9/b.tar.gz",
+        "--verify-key",
+        &fx.public(),
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("--scope"), "{stderr}");
+    let out = toolgate(&[
+        "bundle",
+        "build",
+        s(&fx.root.join("policies")),
+        "--key",
+        s(&fx.key("keys", "bundle.key")),
+        "-o",
+        s(&fx.root.join("x.tar.gz")),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--scope"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// `--bundle https://` never follows a redirect to `http://`; a redirect that stays on
+/// https is followed.
+#[test]
+fn a_redirect_from_https_to_http_is_refused() {
+    let fx = Fixture::new("redirect");
+    fx.publish(&fx.build("keys"));
+    let (cert, key) = tls_cert(&fx.root);
+    let tls = Services::start_tls(&fx.www(), 0, Some((&cert, &key)));
+    let plain = Services::start(&fx.www(), 0);
+    let start = |to: &str| {
+        let url = format!("https://{}/__redirect?to={to}", tls.addr);
+        fx.serve_url(&url, &[], &[("SSL_CERT_FILE", s(&cert))])
+    };
+    let tg = start(&plain.url("bundle.tar.gz"));
+    assert_unavailable(&tg.addr, &["unreachable", "redirect from https"]);
+    let (_, stats) = get_json(&plain.addr, "/__stats");
+    assert!(stats["200"].is_null(), "nothing fetched over http: {stats}");
+
+    let tg = start(&format!("https://{}/bundle.tar.gz", tls.addr));
+    assert_eq!(get_json(&tg.addr, "/health").0, 200);
+    assert!(send_allowed(&tg.addr));
+}
+
+/// A server that reuses one ETag for new bytes answers every conditional poll 304; the
+/// unconditional fetch every --refetch-s still finds the new bundle. A replica that cannot
+/// download the bundle whole for two refetch intervals is not `fresh`, and `/health` says
+/// `degraded`.
+#[test]
+fn a_reused_etag_does_not_freeze_a_replica_and_health_tells_stale_from_fresh() {
+    let fx = Fixture::new("etag");
+    fx.publish(&fx.build("keys"));
+    let www = Services::start(&fx.www(), 0);
+    let (st, _) = http(&www.addr, "POST", "/__etag?value=%22v1%22", &[], b"");
+    assert_eq!(st, 204);
+    let extra = ["--poll-s", "1", "--refetch-s", "3"];
+    let tg = fx.serve_url(&www.url("bundle.tar.gz"), &extra, &[]);
+    let a = &tg.addr;
+    wait_for("the first bundle", || get_json(a, "/health").0 == 200);
+    let (_, health) = get_json(a, "/health");
+    assert_eq!(health["status"], "ok", "{health}");
+    assert_eq!(health["bundle"]["fresh"], true, "{health}");
+    assert_eq!(metric(&metrics(a), "toolgate_bundle_fresh"), Some(1.0));
+    assert!(send_allowed(a));
+
+    fx.set_policy(false);
+    fx.publish(&fx.build("keys"));
+    wait_for("a 304 for the new bytes", || {
+        get_json(&www.addr, "/__stats").1["304"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1
+    });
+    wait_for("the unconditional fetch to find the new bundle", || {
+        !send_allowed(a)
+    });
+    assert!(stderr_has(
+        &tg,
+        "sent ETag \"v1\" again for different bytes"
+    ));
+
+    drop(www);
+    wait_for("health to say the bundle is not fresh", || {
+        let (_, h) = get_json(a, "/health");
+        h["bundle"]["fresh"] == false && h["status"] == "degraded"
+    });
+    assert_eq!(metric(&metrics(a), "toolgate_bundle_fresh"), Some(0.0));
+    assert!(!send_allowed(a), "still serving the last verified set");
+}
+
+/// Names from an archive never reach a log line raw: a newline or an ANSI escape in an entry
+/// name cannot forge a `loaded generation` line, signed bundle or not.
+#[test]
+fn entry_names_cannot_forge_log_lines() {
+    let fx = Fixture::new("inject");
+    let forged = "x.gate\ntoolgate: loaded generation 99 (startup): forged\u{1b}[2K";
+    let mut entries = files(unpack(&fx.build("keys")));
+    entries.push((forged.to_string(), b"module x\n".to_vec(), Kind::File));
+    fx.publish(&pack(&entries));
+    for extra in [
+        &["--verify-key", &fx.public()][..],
+        &["--insecure-unsigned"][..],
+    ] {
+        let www = Services::start(&fx.www(), 0);
+        let url = www.url("bundle.tar.gz");
+        let mut args = vec!["--bundle", url.as_str(), "--scope", SCOPE, "--log", "off"];
+        args.extend_from_slice(extra);
+        let tg = serve(&args);
+        assert_unavailable(&tg.addr, &["x.gate\\u{a}toolgate: loaded generation 99"]);
+        let lines = tg.stderr.lock().unwrap().clone();
+        assert!(
+            lines
+                .iter()
+                .all(|l| !l.starts_with("toolgate: loaded generation 99") && !l.contains('\u{1b}')),
+            "{extra:?}: {lines:#?}"
+        );
+        assert!(lines.iter().any(|l| l.contains("\\u{1b}[2K")), "{lines:#?}");
+    }
+}
+
+/// Keys as `bundle keygen` writes them are read by OpenSSL 3 and Python's `cryptography`
+/// (both installed by .ci/run), and a key made by `openssl genpkey` signs a bundle.
+#[test]
+fn keygen_keys_are_read_by_openssl_and_python_cryptography() {
+    let fx = Fixture::new("keys-interop");
+    let (private, public) = (fx.key("keys", "bundle.key"), fx.key("keys", "bundle.pub"));
+    let pubout = std::process::Command::new("openssl")
+        .args(["pkey", "-in", s(&private), "-pubout"])
+        .output()
+        .expect("openssl is needed (installed by .ci/run)");
+    assert!(pubout.status.success(), "{}", text(&pubout.stderr));
+    assert_eq!(
+        text(&pubout.stdout),
+        std::fs::read_to_string(&public).unwrap()
+    );
+    let script = "import sys\n\
+        from cryptography.hazmat.primitives import serialization as s\n\
+        k = s.load_pem_private_key(open(sys.argv[1], 'rb').read(), None)\n\
+        p = s.load_pem_public_key(open(sys.argv[2], 'rb').read())\n\
+        raw = lambda key: key.public_bytes(s.Encoding.Raw, s.PublicFormat.Raw)\n\
+        assert raw(k.public_key()) == raw(p), 'the public key is not the private key\\'s'\n\
+        p.verify(k.sign(b'toolgate'), b'toolgate')\n\
+        print('ok')\n";
+    let py = std::process::Command::new("python3")
+        .args(["-c", script, s(&private), s(&public)])
+        .output()
+        .unwrap();
+    assert!(
+        py.status.success() && text(&py.stdout).trim() == "ok",
+        "python cryptography (installed by .ci/run): {}",
+        text(&py.stderr)
+    );
+
+    // The other way: OpenSSL's own Ed25519 key signs a bundle toolgate verifies.
+    let dir = fx.root.join("openssl");
+    std::fs::create_dir_all(&dir).unwrap();
+    let made = std::process::Command::new("openssl")
+        .args(["genpkey", "-algorithm", "ed25519", "-out"])
+        .arg(dir.join("bundle.key"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let made = std::process::Command::new("openssl")
+        .args(["pkey", "-pubout", "-in"])
+        .arg(dir.join("bundle.key"))
+        .arg("-out")
+        .arg(dir.join("bundle.pub"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let bytes = fx.build("openssl");
+    let file = fx.root.join("o.tar.gz");
+    std::fs::write(&file, bytes).unwrap();
+    let out = toolgate(&[
+        "bundle",
+        "inspect",
+        s(&file),
+        "--verify-key",
+        s(&dir.join("bundle.pub")),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+/// A private key others may read is reported; key and bundle files are read within a bound,
+/// so `/dev/zero` is a clear error, not a process that eats memory.
+#[test]
+fn loose_key_modes_are_reported_and_key_reads_are_bounded() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new("keys-modes");
+    let private = fx.key("keys", "bundle.key");
+    let mode = std::fs::metadata(&private).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "keygen writes the private key 0600");
+    let build = |serial: &str| {
+        toolgate(&[
+            "bundle",
+            "build",
+            s(&fx.root.join("policies")),
+            "--key",
+            s(&private),
+            "--scope",
+            SCOPE,
+            "--serial",
+            serial,
+            "-o",
+            s(&fx.root.join("m.tar.gz")),
+        ])
+    };
+    let out = build("1");
+    assert!(out.status.success());
+    assert!(
+        !text(&out.stderr).contains("warning"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = build("2");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("open to its group or others (mode 0644)"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let limited = |args: &[&str]| {
+        let started = std::time::Instant::now();
+        let out = toolgate(args);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{args:?}"
+        );
+        (out.status.code(), text(&out.stderr))
+    };
+    let bundle_file = s(&fx.root.join("m.tar.gz")).to_string();
+    for (args, expect) in [
+        (
+            vec![
+                "bundle",
+                "inspect",
+                &bundle_file,
+                "--verify-key",
+                "/dev/zero",
+            ],
+            "bad key `/dev/zero`: over 16384 bytes",
+        ),
+        (
+            vec!["bundle", "inspect", "/dev/zero"],
+            "`/dev/zero` is over the limit",
+        ),
+        (
+            vec![
+                "bundle",
+                "build",
+                "policies",
+                "--key",
+                "/dev/zero",
+                "--scope",
+                SCOPE,
+                "--serial",
+                "3",
+                "-o",
+                "/dev/null",
+            ],
+            "bad key `/dev/zero`: over 16384 bytes",
+        ),
+    ] {
+        let (code, stderr) = limited(&args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expect), "{args:?}: {stderr}");
+    }
+    let (code, stderr) = server_support::serve_refused(&[
+        "--bundle",
+        "http://127.0.0.1:9/b.tar.gz",
+        "--scope",
+        SCOPE,
+        "--verify-key",
+        "/dev/zero",
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("bad key `/dev/zero`: over 16384 bytes"),
+        "{stderr}"
+    );
 }

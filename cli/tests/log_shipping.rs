@@ -153,3 +153,52 @@ fn sigterm_drains_the_queue_to_the_collector() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&www);
 }
+
+/// A decision log that cannot be written (`/dev/full`: every write fails with ENOSPC) is not
+/// lost in silence: the lost entries count in `toolgate_log_dropped_total`, the failure is
+/// said once on stderr, and `/health` says `degraded` until a write succeeds.
+#[test]
+fn a_decision_log_that_cannot_be_written_is_counted_said_once_and_degrades_health() {
+    let (dir, _www) = policy_and_www("log-full", POLICY_A);
+    let tg = serve(&[
+        dir.to_str().unwrap(),
+        "--log",
+        "all",
+        "--log-file",
+        "/dev/full",
+    ]);
+    let a = &tg.addr;
+    let (_, health) = get_json(a, "/health");
+    assert_eq!(health["status"], "ok", "{health}");
+    for _ in 0..5 {
+        let (st, v) = post_json(a, "/v1/decide", &batch("send"));
+        assert_eq!(st, 200, "{v}");
+        // Apart, so they are written in several batches.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+    }
+    wait_for("five lost entries", || {
+        counter(a, "toolgate_log_dropped_total") >= 5.0
+    });
+    assert!(counter(a, "toolgate_log_write_errors_total") >= 2.0);
+    let (st, health) = get_json(a, "/health");
+    assert_eq!(st, 200, "still serving");
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(health["decision_log"]["ok"], false, "{health}");
+    assert!(
+        health["decision_log"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("No space left"),
+        "{health}"
+    );
+    let said: Vec<String> = tg
+        .stderr
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("cannot write the decision log"))
+        .cloned()
+        .collect();
+    assert_eq!(said.len(), 1, "said once: {said:#?}");
+    assert!(said[0].contains("`/dev/full`"), "{said:?}");
+}

@@ -82,8 +82,9 @@ pub fn read(bytes: &[u8], limits: &Limits) -> Result<BTreeMap<String, Vec<u8>>, 
             return Err(BundleError::TooManyEntries(limits.entries));
         }
         let raw_path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        // The name is the archive's, unverified: escaped before it can reach a log line.
         let unsafe_entry = |reason| BundleError::UnsafeEntry {
-            path: raw_path.clone(),
+            path: crate::log_text::escape(&raw_path).into_owned(),
             reason,
         };
         match entry.header().entry_type() {
@@ -123,6 +124,9 @@ fn bundle_path(raw: &str) -> Result<String, &'static str> {
     }
     if trimmed.contains('\\') || trimmed.contains('\0') {
         return Err("the path holds a backslash or a NUL");
+    }
+    if crate::log_text::needs_escape(trimmed) {
+        return Err("the path holds a control or bidirectional formatting character");
     }
     if trimmed
         .split('/')
@@ -168,6 +172,9 @@ mod tests {
             "a//b",
             "a\\b",
             "./",
+            "a\ntoolgate: loaded generation 9",
+            "\u{1b}[2Ka.gate",
+            "a\u{202e}etag.gate",
         ] {
             assert!(bundle_path(bad).is_err(), "{bad:?}");
         }

@@ -64,10 +64,8 @@ pub fn collect(dir: &Path) -> Result<BTreeMap<String, String>, BundleError> {
     Ok(files)
 }
 
+/// Reads one file of the bundle, within the engine's bound on a policy's source.
 fn read(path: &Path) -> Result<String, BundleError> {
-    std::fs::read_to_string(path).map_err(|source| BundleError::Io {
-        action: "read",
-        path: path.to_path_buf(),
-        source,
-    })
+    let bytes = super::read_bounded(path, toolgate_engine::MAX_SOURCE_BYTES as u64)?;
+    String::from_utf8(bytes).map_err(|_| BundleError::NotText(path.display().to_string()))
 }

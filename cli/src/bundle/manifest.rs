@@ -1,6 +1,8 @@
 //! `.manifest`: OPA's manifest fields (`revision`, `roots`) with toolgate's own under
-//! `metadata.toolgate`: the version that built it, when, and each policy's module name,
-//! file and revision.
+//! `metadata.toolgate`: the scope (the fleet or policy set the bundle is for), the serial (a
+//! number that only grows from one bundle of a scope to the next), the version that built
+//! it, when, and each policy's module name, file and revision. Scope and serial are signed
+//! with the rest, so a replica can refuse another fleet's bundle and an older one.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -28,6 +30,11 @@ pub struct Metadata {
 /// How and from what a bundle was built.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Built {
+    /// The fleet or policy set this bundle is for (`serve --scope` must name it).
+    pub scope: String,
+    /// The bundle's place in its scope's sequence: each new bundle's is higher, and a replica
+    /// refuses one not above what it serves.
+    pub serial: u64,
     /// The toolgate version that built it.
     pub version: String,
     /// When, in RFC 3339.
@@ -47,15 +54,49 @@ pub struct Module {
     pub revision: String,
 }
 
+/// The longest scope name.
+pub const MAX_SCOPE: usize = 128;
+
+/// Checks a scope name: 1 to [`MAX_SCOPE`] letters, digits and `- _ . : /`, so it reads the
+/// same in a manifest, a flag, a log line and a metric label.
+pub fn check_scope(scope: &str) -> Result<(), String> {
+    if scope.is_empty() || scope.len() > MAX_SCOPE {
+        return Err(format!("a scope is 1 to {MAX_SCOPE} characters"));
+    }
+    if !scope
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-_.:/".contains(&b))
+    {
+        return Err("a scope is letters, digits and `- _ . : /`".into());
+    }
+    Ok(())
+}
+
+/// A scope from the command line (`--scope` of `bundle build` and `serve`).
+pub fn parse_scope(s: &str) -> Result<String, String> {
+    check_scope(s).map(|()| s.to_string())
+}
+
+/// What names a bundle in its sequence, given at build time.
+#[derive(Debug, Clone)]
+pub struct Stamp {
+    /// The scope ([`Built::scope`]).
+    pub scope: String,
+    /// The serial ([`Built::serial`]), at least 1.
+    pub serial: u64,
+    /// OPA's free-form revision (a commit id); a hash of the files when `None`.
+    pub revision: Option<String>,
+}
+
 impl Manifest {
     /// The manifest for `files`, whose policies compiled into `set`.
     pub fn new(
         files: &BTreeMap<String, String>,
         set: &PolicySet,
-        revision: Option<String>,
+        stamp: Stamp,
         now: SystemTime,
     ) -> Manifest {
-        let revision = revision.unwrap_or_else(|| {
+        let revision = stamp.revision.unwrap_or_else(|| {
             let listing: String = files
                 .iter()
                 .map(|(n, t)| format!("{n}\0{}\n", super::signature::sha256_hex(t.as_bytes())))
@@ -67,6 +108,8 @@ impl Manifest {
             roots: vec![String::new()],
             metadata: Metadata {
                 toolgate: Built {
+                    scope: stamp.scope,
+                    serial: stamp.serial,
                     version: env!("CARGO_PKG_VERSION").to_string(),
                     built_at: humantime::format_rfc3339_seconds(now).to_string(),
                     modules: set
@@ -80,5 +123,18 @@ impl Manifest {
                 },
             },
         }
+    }
+}
+
+impl Manifest {
+    /// Checks what a replica relies on: a well-formed scope and a serial of at least 1.
+    pub fn check(&self) -> Result<(), String> {
+        let built = &self.metadata.toolgate;
+        check_scope(&built.scope)
+            .map_err(|e| format!("scope `{}`: {e}", crate::log_text::escape(&built.scope)))?;
+        if built.serial == 0 {
+            return Err("serial 0: a serial is at least 1".into());
+        }
+        Ok(())
     }
 }

@@ -17,6 +17,8 @@ mod signature;
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use manifest::Manifest;
+pub use manifest::Stamp;
+pub use signature::sha256_hex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -107,6 +109,32 @@ pub enum BundleError {
     Import(String),
 }
 
+/// Reads the file at `path`, refusing it once it holds more than `limit` bytes: a device
+/// (`/dev/zero`), a pipe or a wrong file is read no further than the bound.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, BundleError> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|source| BundleError::Io {
+        action: "read",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut data = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut data)
+        .map_err(|source| BundleError::Io {
+            action: "read",
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if data.len() as u64 > limit {
+        return Err(BundleError::TooLarge {
+            what: format!("`{}`", path.display()),
+            limit,
+        });
+    }
+    Ok(data)
+}
+
 /// A bundle whose archive and signature were checked.
 #[derive(Debug)]
 pub struct Verified {
@@ -145,7 +173,8 @@ pub fn open(
         .remove(MANIFEST)
         .ok_or_else(|| BundleError::Manifest(format!("no `{MANIFEST}` file")))?;
     let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
-        .map_err(|e| BundleError::Manifest(e.to_string()))?;
+        .map_err(|e| BundleError::Manifest(crate::log_text::escape(&e.to_string()).into_owned()))?;
+    manifest.check().map_err(BundleError::Manifest)?;
     let files = raw
         .into_iter()
         .map(|(name, bytes)| match String::from_utf8(bytes) {
@@ -162,17 +191,21 @@ pub fn open(
 
 /// Packs `dir` into a signed bundle: its policies compiled (so a bundle never holds a
 /// policy that does not compile), the files they import (which must lie inside `dir`), and
-/// every `*.invariants.gate` and `*.tests.json` beside them. `revision` defaults to a hash of
-/// the files' contents.
+/// every `*.invariants.gate` and `*.tests.json` beside them. `stamp` names the bundle's scope
+/// and serial; its revision defaults to a hash of the files' contents.
 pub fn build(
     dir: &Path,
     key: &SigningKey,
-    revision: Option<String>,
+    stamp: Stamp,
     now: SystemTime,
 ) -> Result<Vec<u8>, BundleError> {
+    manifest::check_scope(&stamp.scope).map_err(BundleError::Manifest)?;
+    if stamp.serial == 0 {
+        return Err(BundleError::Manifest("a serial is at least 1".into()));
+    }
     let files = collect::collect(dir)?;
     let set = toolgate_loader::memory::load_files(&files, 0, false)?;
-    let manifest = Manifest::new(&files, &set, revision, now);
+    let manifest = Manifest::new(&files, &set, stamp, now);
     let mut raw: BTreeMap<String, Vec<u8>> = files
         .into_iter()
         .map(|(n, t)| (n, t.into_bytes()))
@@ -183,4 +216,61 @@ pub fn build(
     let sig = signature::sign(key, &raw);
     raw.insert(SIGNATURES.to_string(), sig);
     archive::write(&raw)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn key() -> SigningKey {
+        SigningKey::from_bytes(&[7; 32])
+    }
+
+    /// A signed archive of `files` plus a `.manifest` holding `manifest`.
+    fn signed(manifest: &serde_json::Value) -> Vec<u8> {
+        let mut raw = BTreeMap::from([
+            ("gate.gate".to_string(), b"module gate\n".to_vec()),
+            (MANIFEST.to_string(), manifest.to_string().into_bytes()),
+        ]);
+        let sig = signature::sign(&key(), &raw);
+        raw.insert(SIGNATURES.to_string(), sig);
+        archive::write(&raw).unwrap()
+    }
+
+    fn manifest(toolgate: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({"revision": "r", "roots": [""], "metadata": {"toolgate": toolgate}})
+    }
+
+    #[test]
+    fn a_manifest_without_a_scope_or_serial_or_with_a_bad_one_is_refused() {
+        let vk = key().verifying_key();
+        let base = serde_json::json!({"version": "0", "built_at": "x", "modules": []});
+        let mut good = base.clone();
+        good["scope"] = "fleet-a".into();
+        good["serial"] = 3.into();
+        let opened = open(
+            &signed(&manifest(good.clone())),
+            Some(&vk),
+            &Limits::default(),
+        );
+        assert_eq!(opened.unwrap().manifest.metadata.toolgate.serial, 3);
+
+        let err = open(&signed(&manifest(base)), Some(&vk), &Limits::default()).unwrap_err();
+        assert!(err.to_string().contains("missing field `scope`"), "{err}");
+        for (field, value, expect) in [
+            ("serial", serde_json::json!(0), "serial 0"),
+            ("scope", serde_json::json!(""), "a scope is 1 to"),
+            (
+                "scope",
+                serde_json::json!("a\nb\u{1b}"),
+                "scope `a\\u{a}b\\u{1b}`",
+            ),
+        ] {
+            let mut bad = good.clone();
+            bad[field] = value;
+            let err = open(&signed(&manifest(bad)), Some(&vk), &Limits::default()).unwrap_err();
+            assert!(err.to_string().contains(expect), "{field}: {err}");
+        }
+    }
 }

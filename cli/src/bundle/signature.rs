@@ -5,6 +5,7 @@
 //! configured key, and only a file list equal to the archive's.
 
 use super::BundleError;
+use crate::log_text::escape;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
@@ -117,7 +118,7 @@ pub fn verify(
     if header.alg != "EdDSA" {
         return Err(bad(format!(
             "algorithm `{}` is not accepted; bundles are signed with `EdDSA`",
-            header.alg
+            escape(&header.alg)
         )));
     }
     let sig_bytes: [u8; 64] = decode(s, "the signature")?
@@ -128,7 +129,8 @@ pub fn verify(
     let payload: Option<Payload> = serde_json::from_slice(&payload_bytes).ok();
     key.verify_strict(signing_input.as_bytes(), &Signature::from_bytes(&sig_bytes))
         .map_err(|_| {
-            let signer = payload.as_ref().map_or("?", |p| p.keyid.as_str());
+            // Unverified text from the bundle: escaped before it reaches a log line.
+            let signer = payload.as_ref().map_or("?".into(), |p| escape(&p.keyid));
             bad(format!(
                 "the signature does not verify with the configured key (key id {}; the bundle names key id {signer})",
                 key_id(key)
@@ -140,11 +142,12 @@ pub fn verify(
         if f.algorithm != ALGORITHM {
             return Err(bad(format!(
                 "`{}`: hash algorithm `{}` is not accepted",
-                f.name, f.algorithm
+                escape(&f.name),
+                escape(&f.algorithm)
             )));
         }
         if signed.insert(&f.name, f).is_some() {
-            return Err(bad(format!("`{}` is listed twice", f.name)));
+            return Err(bad(format!("`{}` is listed twice", escape(&f.name))));
         }
     }
     for (name, data) in files {
@@ -157,7 +160,7 @@ pub fn verify(
         }
     }
     if let Some(name) = signed.keys().next() {
-        return Err(BundleError::Missing((*name).to_string()));
+        return Err(BundleError::Missing(escape(name).into_owned()));
     }
     Ok(payload.keyid)
 }

@@ -33,7 +33,17 @@ enum Sub {
         /// The bundle file to write.
         #[arg(short, long)]
         output: PathBuf,
-        /// The bundle's revision (for example a commit id); a hash of its files by default.
+        /// The fleet or policy set the bundle is for; `serve --bundle` refuses a bundle whose
+        /// scope is not its own `--scope`. Letters, digits and `- _ . : /`.
+        #[arg(long, value_parser = crate::bundle::manifest::parse_scope)]
+        scope: String,
+        /// The bundle's serial: a number at least 1 that grows with each bundle of the scope
+        /// (a CI run number, or `$(date +%s)`). A replica refuses a bundle whose serial is not
+        /// above the one it serves.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        serial: u64,
+        /// The bundle's free-form revision (for example a commit id); a hash of its files by
+        /// default.
         #[arg(long)]
         revision: Option<String>,
     },
@@ -65,15 +75,25 @@ pub fn run(args: &Args) -> ExitCode {
         },
         Sub::Build {
             dir,
-            key,
+            key: key_path,
             output,
+            scope,
+            serial,
             revision,
         } => {
-            let key = match keys::read_private(key) {
+            let key = match keys::read_private(key_path) {
                 Ok(k) => k,
                 Err(e) => return fail(2, &e),
             };
-            let bytes = match bundle::build(dir, &key, revision.clone(), SystemTime::now()) {
+            if let Some(warning) = keys::loose_permissions(key_path) {
+                eprintln!("warning: {warning}");
+            }
+            let stamp = bundle::Stamp {
+                scope: scope.clone(),
+                serial: *serial,
+                revision: revision.clone(),
+            };
+            let bytes = match bundle::build(dir, &key, stamp, SystemTime::now()) {
                 Ok(b) => b,
                 Err(e) => return fail(1, &e),
             };
@@ -93,14 +113,12 @@ fn inspect(file: &std::path::Path, verify_key: Option<&std::path::Path>) -> Exit
         Ok(k) => k,
         Err(e) => return fail(2, &e),
     };
-    let bytes = match std::fs::read(file) {
+    let limits = Limits::default();
+    let bytes = match bundle::read_bounded(file, limits.compressed) {
         Ok(b) => b,
-        Err(e) => {
-            eprintln!("error: cannot read `{}`: {e}", file.display());
-            return ExitCode::from(2);
-        }
+        Err(e) => return fail(2, &e),
     };
-    let verified = match bundle::open(&bytes, key.as_ref(), &Limits::default()) {
+    let verified = match bundle::open(&bytes, key.as_ref(), &limits) {
         Ok(v) => v,
         Err(e) => return fail(1, &format!("bundle refused: {e}")),
     };
@@ -126,7 +144,11 @@ fn inspect(file: &std::path::Path, verify_key: Option<&std::path::Path>) -> Exit
     }
 }
 
+/// Prints `e` (its control characters escaped: it may quote a bundle's names) and exits.
 fn fail(code: u8, e: &dyn std::fmt::Display) -> ExitCode {
-    eprintln!("error: {e}");
+    eprintln!(
+        "error: {}",
+        crate::log_text::escape_keeping_lines(&e.to_string())
+    );
     ExitCode::from(code)
 }

@@ -22,9 +22,26 @@ pub struct Args {
     /// Accept bundles without checking any signature (only without --verify-key).
     #[arg(long, requires = "bundle", conflicts_with = "verify_key")]
     insecure_unsigned: bool,
+    /// The scope (fleet or policy-set name) this server serves: a bundle whose manifest names
+    /// another scope is refused, even when signed with the same key. Required with --bundle.
+    #[arg(long, value_name = "NAME", requires = "bundle", value_parser = crate::bundle::manifest::parse_scope)]
+    scope: Option<String>,
+    /// Let an explicit reload (POST /v1/reload, SIGHUP) apply a bundle whose serial is not
+    /// above the serving one: a rollback. A poll never applies one, with or without it.
+    #[arg(long, requires = "bundle")]
+    allow_rollback: bool,
+    /// Refuse every bundle whose serial is below N, from the first fetch on and whatever
+    /// --allow-rollback says: a restarted replica knows no serving serial to compare with, so
+    /// this is what keeps it from taking a replayed old bundle.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "bundle")]
+    min_serial: u64,
     /// Seconds between polls of the bundle URL.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..), requires = "bundle")]
     poll_s: u64,
+    /// Seconds between polls that download the whole bundle without If-None-Match, so a
+    /// server that reuses an ETag for new bytes cannot keep this replica on an old set.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..), requires = "bundle")]
+    refetch_s: u64,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8181")]
     addr: SocketAddr,
@@ -280,6 +297,12 @@ fn bundle_source(args: &Args) -> Result<Option<server::bundle::Source>, String> 
             "--bundle `{url}`: an http:// or https:// URL is needed"
         ));
     }
+    let Some(scope) = args.scope.clone() else {
+        return Err(
+            "--bundle needs --scope NAME: the scope (fleet or policy set) the bundles are built for (`bundle build --scope NAME`)"
+                .into(),
+        );
+    };
     let key = match &args.verify_key {
         Some(path) => Some(crate::bundle::keys::read_public(path).map_err(|e| e.to_string())?),
         None if args.insecure_unsigned => {
@@ -295,5 +318,9 @@ fn bundle_source(args: &Args) -> Result<Option<server::bundle::Source>, String> 
         url: url.clone(),
         key,
         poll: Duration::from_secs(args.poll_s),
+        refetch: Duration::from_secs(args.refetch_s),
+        scope,
+        allow_rollback: args.allow_rollback,
+        min_serial: args.min_serial,
     }))
 }

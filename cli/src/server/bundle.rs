@@ -5,13 +5,16 @@
 //! bound, or failing to compile) leaves the serving set in place, and the refusal shows in
 //! the log, `/v1/policies`, `/health` and `/metrics`.
 
-use super::state::AppState;
+use super::reload_gate::Source as GateSource;
+use super::state::{AppState, ReloadError};
 use crate::bundle::{self, Limits};
+use crate::log_text::escape;
 use ed25519_dalek::VerifyingKey;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use toolgate_engine::PolicySet;
 
 /// Where bundles come from and how they are checked.
 pub struct Source {
@@ -21,6 +24,17 @@ pub struct Source {
     pub key: Option<VerifyingKey>,
     /// How often to poll.
     pub poll: Duration,
+    /// How often a poll downloads the whole bundle without `If-None-Match`.
+    pub refetch: Duration,
+    /// The scope every bundle's manifest must name (`--scope`).
+    pub scope: String,
+    /// Whether an explicit reload may apply a bundle whose serial is not above the serving
+    /// one (`--allow-rollback`); a poll never does.
+    pub allow_rollback: bool,
+    /// The lowest serial ever applied (`--min-serial`), at startup too, and whatever
+    /// `--allow-rollback` says: what a restarted replica, which knows no serving serial yet,
+    /// still refuses.
+    pub min_serial: u64,
 }
 
 /// What one fetch came to.
@@ -62,14 +76,24 @@ pub struct Status {
     pub url: String,
     /// Whether bundles must be signed by the configured key.
     pub verified: bool,
+    /// The scope every bundle must name.
+    pub scope: String,
+    /// The serial of the bundle being served.
+    pub serial: Option<u64>,
     /// The manifest revision of the bundle being served.
     pub revision: Option<String>,
     /// The id of the key that signed the bundle being served.
     pub key_id: Option<String>,
     /// The ETag of the last bundle downloaded.
     pub etag: Option<String>,
-    /// Unix milliseconds of the last fetch attempt.
+    /// Unix milliseconds of the last fetch attempt (a 304 included).
     pub checked_at_ms: Option<u128>,
+    /// Unix milliseconds of the last time the whole bundle was downloaded and compared with
+    /// what this replica holds; a 304 does not count, since a reused ETag can hide a change.
+    pub confirmed_at_ms: Option<u128>,
+    /// Whether `confirmed_at_ms` is recent: within two refetch intervals and one poll. A
+    /// replica that is not fresh may be serving an old set, and `/health` says `degraded`.
+    pub fresh: bool,
     /// What the last fetch came to.
     pub outcome: Option<Outcome>,
     /// Why the last bundle was refused or could not be fetched; cleared by the next load.
@@ -82,8 +106,8 @@ pub struct Bundle {
     client: reqwest::Client,
     limits: Limits,
     status: Mutex<Status>,
-    /// The SHA-256 of the last bundle body handled, to skip a recompile of the same bytes
-    /// from a server that sends no ETag.
+    /// The SHA-256 of the last bundle body handled (applied, held or refused), to skip a
+    /// recompile of the same bytes from a server that sends no ETag.
     digest: Mutex<Option<String>>,
     /// One fetch at a time, so ETags and generations stay in step.
     fetching: tokio::sync::Mutex<()>,
@@ -100,6 +124,7 @@ impl Bundle {
         let status = Status {
             url: source.url.clone(),
             verified: source.key.is_some(),
+            scope: source.scope.clone(),
             ..Status::default()
         };
         Ok(Bundle {
@@ -118,9 +143,28 @@ impl Bundle {
         self.source.poll
     }
 
-    /// A copy of the status.
+    /// A copy of the status, with `fresh` as of now.
     pub fn status(&self) -> Status {
-        self.status.lock().map(|s| s.clone()).unwrap_or_default()
+        let mut status = self.status.lock().map(|s| s.clone()).unwrap_or_default();
+        let window = (2 * self.source.refetch + self.source.poll).as_millis();
+        status.fresh = status
+            .confirmed_at_ms
+            .is_some_and(|at| now_ms().saturating_sub(at) <= window);
+        status
+    }
+
+    /// Whether the next poll downloads the whole bundle: none was downloaded yet, or the
+    /// last was `--refetch-s` ago or more.
+    fn refetch_due(&self) -> bool {
+        let last = self.status.lock().ok().and_then(|s| s.confirmed_at_ms);
+        last.is_none_or(|at| now_ms().saturating_sub(at) >= self.source.refetch.as_millis())
+    }
+
+    /// Records a whole download at `at_ms`.
+    fn confirmed(&self, at_ms: u128) {
+        if let Ok(mut s) = self.status.lock() {
+            s.confirmed_at_ms = Some(at_ms);
+        }
     }
 
     /// The fetch counters in Prometheus text format.
@@ -136,6 +180,17 @@ impl Bundle {
                 self.counts[outcome as usize].load(Relaxed)
             ));
         }
+        let status = self.status();
+        out.push_str(&format!(
+            "# HELP toolgate_bundle_fresh 1 while the bundle was downloaded whole within two refetch intervals.\n\
+             # TYPE toolgate_bundle_fresh gauge\n\
+             toolgate_bundle_fresh {}\n\
+             # HELP toolgate_bundle_serial The serial of the bundle serving (0 before the first).\n\
+             # TYPE toolgate_bundle_serial gauge\n\
+             toolgate_bundle_serial {}\n",
+            u8::from(status.fresh),
+            status.serial.unwrap_or(0)
+        ));
         out
     }
 
@@ -160,31 +215,46 @@ fn now_ms() -> u128 {
 
 /// What one download gave.
 enum Fetched {
-    /// 304, or the same bytes as last time.
+    /// 304.
     Unchanged,
     /// A new body, with its ETag.
     Body(Vec<u8>, Option<String>),
 }
 
-/// Fetches the bundle and, when it changed, verifies, compiles and swaps it in. A `poll`
-/// sends the last ETag (`If-None-Match`) and skips an unchanged body; any other trigger
-/// (startup, `POST /v1/reload`, SIGHUP) downloads and checks the bundle again.
-pub async fn reload(state: Arc<AppState>, trigger: &str) -> Result<u64, String> {
+/// Fetches the bundle and, when it changed, verifies, compiles and swaps it in.
+///
+/// A `poll` sends the last ETag (`If-None-Match`) and skips a body it has handled before,
+/// except once every `--refetch-s`, when it downloads the whole bundle regardless, so a
+/// server that reuses an ETag for new bytes cannot hold a replica on an old set. Startup
+/// and explicit reloads always download the whole bundle.
+///
+/// An explicit reload (`POST /v1/reload`, SIGHUP) applies a widening only for the bundle
+/// that was reported: `want` (the `digest` the operator names) or else the digest of the
+/// held change under `pending`. A bundle with another digest is not applied
+/// ([`ReloadError::Changed`]); with nothing pending and no digest named, the bundle is gated
+/// as a poll would gate it (a widening is held and becomes `pending`).
+pub async fn reload(
+    state: Arc<AppState>,
+    trigger: &str,
+    want: Option<String>,
+) -> Result<u64, ReloadError> {
     let Some(b) = state.bundle.as_ref() else {
-        return Err("no bundle is configured".into());
+        return Err(ReloadError::Failed("no bundle is configured".into()));
     };
     let _one = b.fetching.lock().await;
-    let conditional = trigger == "poll";
+    let source = GateSource::from_trigger(trigger);
+    let conditional = source == GateSource::Automatic && !b.refetch_due();
     let fetched = match fetch(b, conditional).await {
         Ok(f) => f,
         Err(e) => {
             let msg = format!("bundle {} unreachable: {e}", b.source.url);
             eprintln!(
-                "toolgate: {msg}; still serving generation {}",
+                "toolgate: {}; still serving generation {}",
+                escape(&msg),
                 state.store.snapshot().generation()
             );
             b.note(Outcome::Unreachable, Some(msg.clone()), |_| {});
-            return Err(msg);
+            return Err(ReloadError::Failed(msg));
         }
     };
     let (body, etag) = match fetched {
@@ -194,53 +264,161 @@ pub async fn reload(state: Arc<AppState>, trigger: &str) -> Result<u64, String> 
         }
         Fetched::Body(body, etag) => (body, etag),
     };
-    if let Ok(mut d) = b.digest.lock() {
-        *d = Some(bundle_digest(&body));
+    // The whole bundle was downloaded: what the URL holds is known as of now.
+    b.confirmed(now_ms());
+    let digest = bundle::sha256_hex(&body);
+    let last_digest = b.digest.lock().ok().and_then(|d| d.clone());
+    let last_etag = b.status().etag;
+    if source == GateSource::Automatic && last_digest.as_deref() == Some(digest.as_str()) {
+        b.note(Outcome::NotModified, None, |s| s.etag = etag);
+        return Ok(state.store.snapshot().generation());
     }
-    let key = b.source.key;
-    let limits = b.limits;
-    let deny_warnings = state.deny_warnings;
-    let url = b.source.url.clone();
+    let new_bytes = last_digest.as_deref().is_some_and(|d| d != digest);
+    if new_bytes && etag.is_some() && etag == last_etag {
+        eprintln!(
+            "toolgate: warning: bundle {} sent ETag {} again for different bytes; the server reuses ETags, so only the unconditional fetch every --refetch-s sees a new bundle",
+            escape(&b.source.url),
+            escape(etag.as_deref().unwrap_or_default())
+        );
+    }
+    let named = if want.is_some() {
+        "`digest` names"
+    } else {
+        "`pending` reported"
+    };
+    let gate_source = match source {
+        GateSource::Explicit => match want.or_else(|| state.gate.pending_digest()) {
+            Some(w) if w == digest => GateSource::Explicit,
+            Some(w) => {
+                let msg = format!(
+                    "the bundle changed since it was reported: {named} {w}, and {} now holds {digest}; nothing applied (the next poll gates the new bundle; review `pending` again)",
+                    b.source.url
+                );
+                eprintln!("toolgate: reload ({trigger}) refused: {}", escape(&msg));
+                return Err(ReloadError::Changed(msg));
+            }
+            None => GateSource::Automatic,
+        },
+        other => other,
+    };
+    if let Ok(mut d) = b.digest.lock() {
+        *d = Some(digest.clone());
+    }
+    let check = Checks {
+        key: b.source.key,
+        limits: b.limits,
+        scope: b.source.scope.clone(),
+        floor: b.status().serial,
+        min: b.source.min_serial,
+        rollback: source == GateSource::Explicit && b.source.allow_rollback,
+        deny_warnings: state.deny_warnings,
+        url: b.source.url.clone(),
+    };
     let manifest = Arc::new(Mutex::new(None));
     let seen = manifest.clone();
     let result = state
         .clone()
-        .install(trigger, move |next| {
-            // Verified first: nothing from the bundle is compiled before its signature holds.
-            let verified = bundle::open(&body, key.as_ref(), &limits)
-                .map_err(|e| format!("bundle {url} refused: {e}"))?;
-            let set = verified
-                .compile(next, deny_warnings)
-                .map_err(|e| format!("bundle {url} refused: its policies do not compile:\n{e}"))?;
+        .install(trigger, gate_source, Some(digest.clone()), move |next| {
+            let (set, served) = check.open(&body, next)?;
             if let Ok(mut m) = seen.lock() {
-                *m = Some((verified.manifest.revision.clone(), verified.key_id.clone()));
+                *m = Some(served);
             }
             Ok(set)
         })
         .await;
     match &result {
         Ok(_) => {
-            let (revision, key_id) = manifest.lock().ok().and_then(|m| m.clone()).unzip();
+            let served = manifest.lock().ok().and_then(|m| m.clone());
             b.note(Outcome::Loaded, None, |s| {
                 s.etag = etag;
-                s.revision = revision;
-                s.key_id = key_id.flatten();
+                if let Some(m) = served {
+                    s.revision = Some(m.revision);
+                    s.key_id = m.key_id;
+                    s.serial = Some(m.serial);
+                }
             });
         }
-        Err(e) => b.note(Outcome::Refused, Some(e.clone()), |s| s.etag = etag),
+        Err(e) => {
+            if let (ReloadError::Held(_), Some(m)) =
+                (e, manifest.lock().ok().and_then(|m| m.clone()))
+            {
+                let described = serde_json::json!({
+                    "scope": b.source.scope,
+                    "serial": m.serial,
+                    "revision": m.revision,
+                    "key_id": m.key_id,
+                });
+                state.gate.describe_pending(&digest, described);
+            }
+            b.note(Outcome::Refused, Some(e.to_string()), |s| s.etag = etag)
+        }
     }
     result
 }
 
-fn bundle_digest(body: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(body)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+/// What a replica checks a downloaded bundle against, moved into the load task.
+struct Checks {
+    key: Option<VerifyingKey>,
+    limits: Limits,
+    scope: String,
+    /// The serial of the bundle serving now; a new one must be above it.
+    floor: Option<u64>,
+    /// `--min-serial`: no bundle below it, ever.
+    min: u64,
+    /// Whether this reload may apply a serial not above `floor` (`--allow-rollback` and an
+    /// explicit reload).
+    rollback: bool,
+    deny_warnings: bool,
+    url: String,
 }
 
-/// One GET, bounded in size; `conditional` sends the last ETag and compares the body.
+/// What the manifest of the bundle swapped in says.
+#[derive(Clone)]
+struct Served {
+    revision: String,
+    key_id: Option<String>,
+    serial: u64,
+}
+
+impl Checks {
+    /// Verifies the bundle, then its scope and serial, and only then compiles it.
+    fn open(&self, body: &[u8], next: u64) -> Result<(PolicySet, Served), String> {
+        let url = &self.url;
+        // Verified first: nothing from the bundle is compiled before its signature holds.
+        let verified = bundle::open(body, self.key.as_ref(), &self.limits)
+            .map_err(|e| format!("bundle {url} refused: {e}"))?;
+        let built = &verified.manifest.metadata.toolgate;
+        if built.scope != self.scope {
+            return Err(format!(
+                "bundle {url} refused: its scope is `{}`, and this server serves scope `{}` (--scope)",
+                built.scope, self.scope
+            ));
+        }
+        if built.serial < self.min {
+            return Err(format!(
+                "bundle {url} refused: serial {} is below --min-serial {}",
+                built.serial, self.min
+            ));
+        }
+        if let Some(floor) = self.floor.filter(|f| built.serial <= *f && !self.rollback) {
+            return Err(format!(
+                "bundle {url} refused: serial {} is not above serial {floor}, which is serving (a rollback or a replay); to apply an older bundle, start the server with --allow-rollback and reload explicitly (POST /v1/reload or SIGHUP)",
+                built.serial
+            ));
+        }
+        let set = verified
+            .compile(next, self.deny_warnings)
+            .map_err(|e| format!("bundle {url} refused: its policies do not compile:\n{e}"))?;
+        let served = Served {
+            revision: verified.manifest.revision.clone(),
+            key_id: verified.key_id.clone(),
+            serial: built.serial,
+        };
+        Ok((set, served))
+    }
+}
+
+/// One GET, bounded in size; `conditional` sends the last ETag.
 async fn fetch(b: &Bundle, conditional: bool) -> Result<Fetched, String> {
     let mut request = b.client.get(&b.source.url);
     let last_etag = b.status().etag;
@@ -271,14 +449,6 @@ async fn fetch(b: &Bundle, conditional: bool) -> Result<Fetched, String> {
         }
         body.extend_from_slice(&chunk);
     }
-    let same = b
-        .digest
-        .lock()
-        .ok()
-        .is_some_and(|d| d.as_deref() == Some(&bundle_digest(&body)));
-    if conditional && same {
-        return Ok(Fetched::Unchanged);
-    }
     Ok(Fetched::Body(body, etag))
 }
 
@@ -299,6 +469,6 @@ pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
 pub async fn poll(state: Arc<AppState>, every: Duration) {
     loop {
         tokio::time::sleep(every).await;
-        let _ = reload(state.clone(), "poll").await;
+        let _ = reload(state.clone(), "poll", None).await;
     }
 }

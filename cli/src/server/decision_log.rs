@@ -5,8 +5,8 @@
 use arc_swap::ArcSwapOption;
 use serde::Serialize;
 use serde_json::Value;
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
@@ -83,6 +83,46 @@ pub struct DecisionLog {
     log_args: bool,
     /// OPA events for `--decision-log-url`; JSON lines when `None`.
     shipped: Option<super::log_shipper::Format>,
+    /// How the writer fares: entries lost to failed writes, and the failure now, if any.
+    writes: Arc<Writes>,
+}
+
+/// What the writer task reports about its writes, read by `/metrics` and `/health`.
+#[derive(Default)]
+struct Writes {
+    /// Entries in batches whose write failed.
+    lost: AtomicU64,
+    /// Writes that failed.
+    failures: AtomicU64,
+    /// The last write's error while writes fail; `None` once one succeeds again.
+    failing: Mutex<Option<String>>,
+}
+
+impl Writes {
+    /// Records one batch's write: a failure counts its `entries` as lost, and the first
+    /// failure after a success is said on stderr (not every one, which would flood it).
+    fn record(&self, result: std::io::Result<()>, entries: usize, sink: &str) {
+        let Ok(mut failing) = self.failing.lock() else {
+            return;
+        };
+        match result {
+            Ok(()) => {
+                if failing.take().is_some() {
+                    eprintln!("toolgate: the decision log ({sink}) is written again");
+                }
+            }
+            Err(e) => {
+                self.lost.fetch_add(entries as u64, Relaxed);
+                self.failures.fetch_add(1, Relaxed);
+                if failing.is_none() {
+                    eprintln!(
+                        "toolgate: error: cannot write the decision log ({sink}): {e}; entries are lost until a write succeeds (counted in toolgate_log_dropped_total)"
+                    );
+                }
+                *failing = Some(e.to_string());
+            }
+        }
+    }
 }
 
 impl DecisionLog {
@@ -106,6 +146,12 @@ impl DecisionLog {
             ),
             None => Box::new(tokio::io::stdout()),
         };
+        let writes = Arc::new(Writes::default());
+        let report = writes.clone();
+        let sink_name = match &path {
+            Some(p) => format!("`{}`", crate::log_text::escape(p)),
+            None => "standard output".to_string(),
+        };
         let handle = tokio::spawn(async move {
             let mut lines = Vec::with_capacity(BATCH_LINES);
             let mut batch = Vec::with_capacity(64 * 1024);
@@ -120,12 +166,17 @@ impl DecisionLog {
                         Err(_) => break,
                     }
                 }
+                let entries = lines.len();
                 for line in lines.drain(..) {
                     batch.extend_from_slice(line.as_bytes());
                     batch.push(b'\n');
                 }
-                let _ = sink.write_all(&batch).await;
-                let _ = sink.flush().await;
+                // A file's write may only fail at the flush (tokio writes in the background).
+                let written = match sink.write_all(&batch).await {
+                    Ok(()) => sink.flush().await,
+                    Err(e) => Err(e),
+                };
+                report.record(written, entries, &sink_name);
                 batch.clear();
             }
             let _ = sink.flush().await;
@@ -135,6 +186,7 @@ impl DecisionLog {
             mode,
             log_args,
             shipped: None,
+            writes,
         };
         Ok((log, handle))
     }
@@ -151,15 +203,31 @@ impl DecisionLog {
             mode,
             log_args,
             shipped: Some(format),
+            writes: Arc::default(),
         }
     }
 
-    /// The shipper's counters in Prometheus text format; empty without `--decision-log-url`.
+    /// Entries lost because their write failed (a full disk, `/dev/full`, a closed pipe).
+    pub fn lost(&self) -> u64 {
+        self.writes.lost.load(Relaxed)
+    }
+
+    /// The write error while the log cannot be written, for `/health`; `None` while it can.
+    pub fn failing(&self) -> Option<String> {
+        self.writes.failing.lock().ok().and_then(|f| f.clone())
+    }
+
+    /// The writer's failed writes, and the shipper's counters with `--decision-log-url`, in
+    /// Prometheus text format.
     pub fn render_metrics(&self) -> String {
-        self.shipped
-            .as_ref()
-            .map(|f| f.stats.render())
-            .unwrap_or_default()
+        let mut out = format!(
+            "# HELP toolgate_log_write_errors_total Decision-log writes that failed; their entries count in toolgate_log_dropped_total.\n# TYPE toolgate_log_write_errors_total counter\ntoolgate_log_write_errors_total {}\n",
+            self.writes.failures.load(Relaxed)
+        );
+        if let Some(f) = &self.shipped {
+            out.push_str(&f.stats.render());
+        }
+        out
     }
 
     /// True when entries carry the request's facts and arguments (`--log-args`) and logging

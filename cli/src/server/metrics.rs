@@ -83,6 +83,8 @@ pub struct Gauges {
     pub sessions_bytes: usize,
     /// Policies in the serving set.
     pub policies: usize,
+    /// Decision-log entries the writer could not write (counted with the queue's drops).
+    pub log_lost: u64,
 }
 
 impl Metrics {
@@ -171,8 +173,8 @@ impl Metrics {
             ),
             (
                 "toolgate_log_dropped_total",
-                "Decision-log entries dropped on a full queue.",
-                self.log_dropped.load(Relaxed),
+                "Decision-log entries lost: dropped on a full queue, or in a write that failed.",
+                self.log_dropped.load(Relaxed) + gauges.log_lost,
             ),
             (
                 "toolgate_client_errors_total",

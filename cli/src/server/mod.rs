@@ -183,7 +183,7 @@ pub async fn run(config: Config) -> Result<(), String> {
             .transpose()?,
     });
     // A failed first load still starts the server: /health says 503 until a reload works.
-    let _ = state.clone().reload("startup").await;
+    let _ = state.clone().reload("startup", None).await;
     state
         .sessions
         .announce()
@@ -243,7 +243,7 @@ async fn watch(state: Arc<AppState>, every: Duration) {
             continue;
         }
         last = settled;
-        let _ = state.clone().reload("watch").await;
+        let _ = state.clone().reload("watch", None).await;
     }
 }
 
@@ -259,7 +259,7 @@ async fn sweep(state: Arc<AppState>, ttl: Duration) {
 
 async fn on_sighup(state: Arc<AppState>, mut hup: crate::signals::Reload) {
     while hup.recv().await {
-        let _ = state.clone().reload("sighup").await;
+        let _ = state.clone().reload("sighup", None).await;
     }
 }
 

@@ -111,6 +111,17 @@ pub fn reload_gate(
     }
 }
 
+/// How an operator applies a held change: a bundle by its digest (SIGHUP applies the digest
+/// pending at the time), a directory by any explicit reload.
+fn apply_with(digest: Option<&str>) -> String {
+    match digest {
+        Some(d) => {
+            format!("POST /v1/reload?digest={d} (or SIGHUP, which applies only this bundle)")
+        }
+        None => "POST /v1/reload or SIGHUP".into(),
+    }
+}
+
 /// A held-back change.
 #[derive(Debug, Clone)]
 struct Pending {
@@ -118,6 +129,10 @@ struct Pending {
     trigger: String,
     diff: Value,
     summary: Vec<String>,
+    /// The SHA-256 (hex) of the held bundle; `None` for a directory.
+    digest: Option<String>,
+    /// What the held bundle's manifest says (`scope`, `serial`, `revision`), for the review.
+    manifest: Value,
 }
 
 /// The gate's state in the server: the mode, the held change and its counters.
@@ -139,15 +154,28 @@ impl GateState {
         }
     }
 
-    /// Records a held change (replacing any earlier one) and logs it.
-    pub fn hold(&self, diff: &SetDiff, trigger: &str, at_ms: u128, serving: u64) {
+    /// Records a held change (replacing any earlier one) and logs it. `digest` names the held
+    /// bundle: an explicit reload applies that bundle and no other.
+    pub fn hold(
+        &self,
+        diff: &SetDiff,
+        trigger: &str,
+        at_ms: u128,
+        serving: u64,
+        digest: Option<String>,
+    ) {
         self.held.fetch_add(1, Relaxed);
         let summary = diff.widening_lines();
+        let what = match &digest {
+            Some(d) => format!("bundle {d}"),
+            None => "the new policies".into(),
+        };
         eprintln!(
-            "toolgate: reload ({trigger}) held back: the new policies allow calls the serving ones deny; still serving generation {serving}; apply with POST /v1/reload or SIGHUP"
+            "toolgate: reload ({trigger}) held back: {what} allow calls the serving ones deny; still serving generation {serving}; apply with {}",
+            apply_with(digest.as_deref())
         );
         for line in &summary {
-            eprintln!("toolgate:   widening: {line}");
+            eprintln!("toolgate:   widening: {}", crate::log_text::escape(line));
         }
         if let Ok(mut p) = self.pending.lock() {
             *p = Some(Pending {
@@ -155,6 +183,8 @@ impl GateState {
                 trigger: trigger.to_string(),
                 diff: diff.to_json(),
                 summary,
+                digest,
+                manifest: Value::Null,
             });
         }
     }
@@ -169,9 +199,27 @@ impl GateState {
             self.applied_widening.fetch_add(1, Relaxed);
             eprintln!("toolgate: reload ({trigger}) applied a widening change:");
             for line in diff.widening_lines() {
-                eprintln!("toolgate:   widening: {line}");
+                eprintln!("toolgate:   widening: {}", crate::log_text::escape(&line));
             }
         }
+    }
+
+    /// Adds what the held bundle's manifest says to the pending change, if the bundle held is
+    /// still the one with `digest`.
+    pub fn describe_pending(&self, digest: &str, manifest: Value) {
+        if let Ok(mut p) = self.pending.lock() {
+            if let Some(p) = p.as_mut().filter(|p| p.digest.as_deref() == Some(digest)) {
+                p.manifest = manifest;
+            }
+        }
+    }
+
+    /// The digest of the held bundle, if a bundle is held.
+    pub fn pending_digest(&self) -> Option<String> {
+        self.pending
+            .lock()
+            .ok()
+            .and_then(|p| p.as_ref().and_then(|p| p.digest.clone()))
     }
 
     /// The held change for `GET /v1/policies`, or `null`.
@@ -184,7 +232,9 @@ impl GateState {
                 "trigger": p.trigger,
                 "summary": p.summary,
                 "diff": p.diff,
-                "apply_with": "POST /v1/reload or SIGHUP",
+                "digest": p.digest,
+                "bundle": p.manifest,
+                "apply_with": apply_with(p.digest.as_deref()),
             }),
         }
     }

@@ -3,11 +3,11 @@
 use super::api_error::ApiError;
 use super::decision_log::Entry;
 use super::metrics::Gauges;
-use super::state::AppState;
+use super::state::{AppState, ReloadError};
 use super::turn_state::Judged as TurnJudged;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -278,9 +278,10 @@ pub async fn policies(State(state): Shared) -> Json<Value> {
 }
 
 /// `GET /health`: 200 once a policy is loaded. `degraded` (still 200, still serving) when
-/// the last reload failed (with that attempt), or while a shared turn-state store is down:
-/// every replica shares the store, so taking this one out of rotation would not help, and it
-/// still judges fail-closed.
+/// the last reload failed (with that attempt), while a shared turn-state store is down
+/// (every replica shares the store, so taking this one out of rotation would not help, and
+/// it still judges fail-closed), while the decision log cannot be written, or when a
+/// bundle has not been downloaded whole for two refetch intervals (`bundle.fresh`).
 pub async fn health(State(state): Shared) -> Response {
     let set = state.store.snapshot();
     if set.is_empty() {
@@ -296,7 +297,15 @@ pub async fn health(State(state): Shared) -> Response {
     let status = if up { "ok" } else { "degraded" };
     let mut body = json!({"status": status, "policies": set.len(), "generation": set.generation(), "state": turn_state});
     if let Some(b) = &state.bundle {
-        body["bundle"] = json!(b.status());
+        let status = b.status();
+        if !status.fresh {
+            body["status"] = "degraded".into();
+        }
+        body["bundle"] = json!(status);
+    }
+    if let Some(error) = state.log.failing() {
+        body["status"] = "degraded".into();
+        body["decision_log"] = json!({"ok": false, "error": error, "lost": state.log.lost()});
     }
     if let Some(failed) = last.filter(|r| !r.ok) {
         body["status"] = "degraded".into();
@@ -313,6 +322,7 @@ pub async fn metrics(State(state): Shared) -> Response {
         sessions_live,
         sessions_bytes,
         policies: set.len(),
+        log_lost: state.log.lost(),
     });
     super::metrics::render_policy_info(&set, &mut text);
     state.sessions.render_metrics(&mut text);
@@ -331,12 +341,54 @@ pub async fn metrics(State(state): Shared) -> Response {
         .into_response()
 }
 
-/// `POST /v1/reload`.
-pub async fn reload(State(state): Shared, headers: HeaderMap) -> Result<Response, ApiError> {
+/// The query of `POST /v1/reload`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReloadQuery {
+    /// The SHA-256 (hex) of the bundle to apply, as `pending.digest` reported it.
+    digest: Option<String>,
+}
+
+/// `POST /v1/reload[?digest=HEX]`: 200 when applied; 409 when the bundle is not the one
+/// reported (`bundle_changed`) or was held back as a widening (`reload_held`); 422 when the
+/// new policies are refused.
+pub async fn reload(
+    State(state): Shared,
+    headers: HeaderMap,
+    query: Result<Query<ReloadQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
     state.admin(&headers)?;
-    match state.clone().reload("api").await {
+    let Query(query) = query
+        .map_err(|e| state.client_error(ApiError::bad_request("query", e.body_text(), None)))?;
+    let digest = match query.digest {
+        Some(_) if state.bundle.is_none() => {
+            return Err(state.client_error(ApiError::bad_request(
+                "query",
+                "`digest` names a bundle, and this server serves a directory",
+                Some("digest".into()),
+            )))
+        }
+        Some(d) if d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Some(d.to_ascii_lowercase())
+        }
+        Some(_) => {
+            return Err(state.client_error(ApiError::bad_request(
+                "query",
+                "`digest` is the bundle's SHA-256, 64 hex digits, as `pending.digest` shows it",
+                Some("digest".into()),
+            )))
+        }
+        None => None,
+    };
+    match state.clone().reload("api", digest).await {
         Ok(generation) => Ok(Json(json!({"ok": true, "generation": generation})).into_response()),
-        Err(diagnostics) => Err(ApiError::unprocessable("reload_failed", diagnostics)),
+        Err(ReloadError::Failed(diagnostics)) => {
+            Err(ApiError::unprocessable("reload_failed", diagnostics))
+        }
+        Err(ReloadError::Held(why)) => Err(ApiError::new(StatusCode::CONFLICT, "reload_held", why)),
+        Err(ReloadError::Changed(why)) => {
+            Err(ApiError::new(StatusCode::CONFLICT, "bundle_changed", why))
+        }
     }
 }
 

@@ -111,14 +111,24 @@ impl AppState {
 
     /// Recompiles the whole directory (or fetches the bundle, with `--bundle`) and swaps it
     /// in through [`AppState::install`]: only if every file compiles, the directory did not
-    /// change while it was read, and the reload gate admits it.
-    pub async fn reload(self: Arc<Self>, trigger: &str) -> Result<u64, String> {
+    /// change while it was read, and the reload gate admits it. `digest` (bundles only)
+    /// names the bundle an explicit reload is to apply; see [`super::bundle::reload`].
+    pub async fn reload(
+        self: Arc<Self>,
+        trigger: &str,
+        digest: Option<String>,
+    ) -> Result<u64, ReloadError> {
         if self.bundle.is_some() {
-            return super::bundle::reload(self, trigger).await;
+            return super::bundle::reload(self, trigger, digest).await;
+        }
+        if digest.is_some() {
+            return Err(ReloadError::Failed(
+                "`digest` names a bundle, and this server serves a directory".into(),
+            ));
         }
         let dir = self.dir.clone();
         let deny_warnings = self.deny_warnings;
-        self.install(trigger, move |next| {
+        self.install(trigger, Source::from_trigger(trigger), None, move |next| {
             load_complete(&dir, next, deny_warnings)
         })
         .await
@@ -129,14 +139,20 @@ impl AppState {
     /// reload gate ([`super::reload_gate::reload_gate`]) compares it with the serving set: a
     /// widening change from an automatic source (the watcher, a bundle poll) is held back.
     /// A set that fails to build, or is held, leaves the old set serving, and is reported.
-    pub async fn install<F>(self: Arc<Self>, trigger: &str, build: F) -> Result<u64, String>
+    /// `source` is how the gate treats it; `digest` names a bundle, shown with a held change.
+    pub async fn install<F>(
+        self: Arc<Self>,
+        trigger: &str,
+        source: Source,
+        digest: Option<String>,
+        build: F,
+    ) -> Result<u64, ReloadError>
     where
         F: FnOnce(u64) -> Result<PolicySet, String> + Send + 'static,
     {
         let mut generation = self.reload_lock.lock().await;
         let next = *generation + 1;
         let serving = self.store.snapshot();
-        let source = Source::from_trigger(trigger);
         let widening = self.gate.widening;
         let result: Result<_, String> = tokio::task::spawn_blocking(move || {
             let set = build(next)?;
@@ -173,23 +189,50 @@ impl AppState {
                     false,
                     Some("held back: the new policies widen what is allowed; see `pending`".into()),
                 );
-                self.gate.hold(&diff, trigger, r.at_ms, *generation);
+                let apply = match &digest {
+                    Some(d) => format!("POST /v1/reload?digest={d}"),
+                    None => "POST /v1/reload".into(),
+                };
+                self.gate.hold(&diff, trigger, r.at_ms, *generation, digest);
                 if let Ok(mut g) = self.last_attempt.lock() {
                     *g = Some(r);
                 }
-                Err("held back: the new policies widen what is allowed".into())
+                Err(ReloadError::Held(format!(
+                    "held back: the new policies widen what is allowed; review `pending` in GET /v1/policies, then apply it with {apply}"
+                )))
             }
             Err(diagnostics) => {
                 self.metrics.reloads_failed.fetch_add(1, Relaxed);
                 let serving = super::loader::describe(&self.store.snapshot());
-                eprintln!("toolgate: reload ({trigger}) failed; still serving generation {} ({serving}):\n{diagnostics}", *generation);
+                // Diagnostics quote names and source lines from the bundle or directory: any
+                // control character in them is escaped, so no line of theirs reads as ours.
+                eprintln!(
+                    "toolgate: reload ({trigger}) failed; still serving generation {} ({serving}):\n{}",
+                    *generation,
+                    crate::log_text::escape_keeping_lines(&diagnostics)
+                );
                 if let Ok(mut g) = self.last_attempt.lock() {
                     *g = Some(report(false, Some(diagnostics.clone())));
                 }
-                Err(diagnostics)
+                Err(ReloadError::Failed(diagnostics))
             }
         }
     }
+}
+
+/// Why a reload swapped nothing in; the serving set stays.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The new set could not be loaded or was refused; the diagnostics say why.
+    #[error("{0}")]
+    Failed(String),
+    /// The reload gate held the change back: it widens, and nobody asked for it.
+    #[error("{0}")]
+    Held(String),
+    /// An explicit reload found another bundle than the one reported under `pending` (or
+    /// named by `digest`), and applied nothing.
+    #[error("{0}")]
+    Changed(String),
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

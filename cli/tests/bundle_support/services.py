@@ -6,8 +6,10 @@ Serves GET /NAME from folder ROOT with a strong ETag (the SHA-256 of the body) a
 304 to a matching If-None-Match, as object storage does. POST /logs receives decision-log
 batches (gzip JSON arrays) and keeps them; GET /__logs returns every event received.
 POST /__fail?n=N makes the next N batches fail with 500. POST /v1/traces receives OTLP/HTTP
-JSON exports; GET /__traces returns them. GET /__stats counts answers by status. With CERT and KEY (PEM files) it speaks HTTPS. Prints `listening PORT` once bound
-(PORT 0 picks a free one).
+JSON exports; GET /__traces returns them. GET /__stats counts answers by status. GET /__redirect?to=URL answers 302 to URL. POST
+/__etag?value=V makes every file's ETag V, whatever its bytes (a server that reuses ETags).
+With CERT and KEY (PEM files) it speaks HTTPS. Prints `listening PORT` once bound (PORT 0
+picks a free one).
 """
 
 import gzip
@@ -27,6 +29,7 @@ EVENTS = []
 BATCHES = []
 FAIL = {"n": 0}
 TRACES = []
+ETAG = {"fixed": None}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -60,13 +63,16 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 body = json.dumps({"events": EVENTS, "batches": BATCHES}).encode()
             return self.reply(200, body, [("Content-Type", "application/json")])
+        if url.path == "/__redirect":
+            return self.reply(302, b"", [("Location", parse_qs(url.query)["to"][0])])
         name = os.path.basename(url.path)
         path = os.path.join(ROOT, name)
         if not name or not os.path.isfile(path):
             return self.reply(404, b"not found")
         with open(path, "rb") as f:
             body = f.read()
-        etag = '"' + hashlib.sha256(body).hexdigest() + '"'
+        with LOCK:
+            etag = ETAG["fixed"] or '"' + hashlib.sha256(body).hexdigest() + '"'
         if self.headers.get("If-None-Match") == etag:
             return self.reply(304, b"", [("ETag", etag)])
         self.reply(200, body, [("ETag", etag), ("Content-Type", "application/gzip")])
@@ -75,6 +81,10 @@ class Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         length = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(length)
+        if url.path == "/__etag":
+            with LOCK:
+                ETAG["fixed"] = parse_qs(url.query)["value"][0]
+            return self.reply(204)
         if url.path == "/__fail":
             with LOCK:
                 FAIL["n"] = int(parse_qs(url.query)["n"][0])
