@@ -12,7 +12,8 @@
 //!   `called_before`/`called_within`), regexes (anchors, `(?m)`/`(?i)`, character classes,
 //!   repeats, alternations), comparison operators and literals, `on_missing`, and rule
 //!   structure (a `require` dropped, `and`/`or` swapped, `not` added or removed, a rule or latch
-//!   deleted), plus a layout-only edit (a comment inside `in hosts NAME`) that must change
+//!   deleted), classes, stage tool lists, latch and rule selectors and `use` lines (exact in
+//!   the gate today; checked all the same), plus a layout-only edit (a comment inside `in hosts NAME`) that must change
 //!   nothing. One to three edits per pair; an edit that does not compile is skipped; half the
 //!   pairs are swapped, so a narrowing edit is tried as a widening too.
 //! - **The oracle** ([`oracle`]) judges requests with nothing but [`Policy::check_request`]
@@ -91,11 +92,14 @@ fn gate_says_no_widening(d: &PolicyDiff) -> bool {
     // && d.undecided.is_empty() once the field exists
 }
 
-/// The configuration `toolgate diff` runs with.
+/// The configuration `toolgate diff` runs with (the struct update keeps this compiling when the
+/// prover's configuration gains fields).
+#[allow(clippy::needless_update)]
 fn gate_config() -> Config {
     Config {
         cases: toolgate_prove::diff::DEFAULT_DIFF_CASES,
         seed: toolgate_prove::invariants::DEFAULT_SEED,
+        ..Config::default()
     }
 }
 
@@ -1427,6 +1431,24 @@ fn literal_edits(out: &mut Vec<Edit>, text: &str, span: toolgate_lang::Span, lit
     }
 }
 
+/// A selector replaced by each class and by a few of the policy's tools.
+fn selector_edits(
+    out: &mut Vec<Edit>,
+    text: &str,
+    span: toolgate_lang::Span,
+    tools: &[String],
+    what: &str,
+) {
+    for with in ["write", "egress", "ingest", "read"]
+        .into_iter()
+        .chain(tools.iter().take(4).map(String::as_str))
+    {
+        if text.get(span.start..span.end) != Some(with) {
+            replace(out, text, span, with.to_string(), what);
+        }
+    }
+}
+
 /// Every semantic edit the generator may make to `text`.
 fn edits_of(text: &str) -> Vec<Edit> {
     let Ok(ast) = toolgate_lang::parse(text) else {
@@ -1455,12 +1477,53 @@ fn edits_of(text: &str) -> Vec<Edit> {
                 if let Some(m) = &s.max_turns {
                     number_edits(&mut out, m.span, m.node as f64, text, "max_turns");
                 }
+                match s.tools.last() {
+                    Some(last) => {
+                        for t in tools
+                            .iter()
+                            .filter(|t| !s.tools.iter().any(|x| &x.name == *t))
+                        {
+                            insert(&mut out, last.span.end, format!(", {t}"), "stage tools");
+                        }
+                        for (i, t) in s.tools.iter().enumerate() {
+                            if i + 1 < s.tools.len() {
+                                out.push(Edit {
+                                    start: t.span.start,
+                                    end: s.tools[i + 1].span.start,
+                                    with: String::new(),
+                                    what: format!("drop `{}` from stage `{}`", t.name, s.name.name),
+                                });
+                            }
+                        }
+                    }
+                    None => {
+                        if let (Some(t), Some(at)) = (
+                            tools.first(),
+                            text[s.span.start..s.span.end]
+                                .find('{')
+                                .map(|i| s.span.start + i + 1),
+                        ) {
+                            insert(&mut out, at, format!(" tools [{t}] "), "stage tools");
+                        }
+                    }
+                }
             }
-            Item::Latch(l) => out.push(Edit {
-                start: l.span.start,
-                end: l.span.end,
+            Item::Latch(l) => {
+                out.push(Edit {
+                    start: l.span.start,
+                    end: l.span.end,
+                    with: String::new(),
+                    what: format!("delete latch `{}`", l.name.name),
+                });
+                for sel in l.set_by.iter().chain(&l.blocks) {
+                    selector_edits(&mut out, text, sel.span(), &tools, "latch selector");
+                }
+            }
+            Item::Use(u) => out.push(Edit {
+                start: u.span.start,
+                end: u.span.end,
                 with: String::new(),
-                what: format!("delete latch `{}`", l.name.name),
+                what: format!("delete `use {}`", u.display()),
             }),
             Item::Hosts(h) => {
                 let open = text[h.span.start..h.span.end]
@@ -1525,6 +1588,9 @@ fn edits_of(text: &str) -> Vec<Edit> {
                     with: String::new(),
                     what: format!("delete rule `{}`", r.name.name),
                 });
+                for sel in &r.targets {
+                    selector_edits(&mut out, text, sel.span(), &tools, "rule target");
+                }
                 match &r.on_missing {
                     Some(m) => {
                         let word = if text[m.span.start..m.span.end].contains("allow") {
