@@ -13,9 +13,10 @@
 //!   repeats, alternations), comparison operators and literals, `on_missing`, and rule
 //!   structure (a `require` dropped, `and`/`or` swapped, `not` added or removed, a rule or latch
 //!   deleted), classes, stage tool lists, latch and rule selectors and `use` lines (exact in
-//!   the gate today; checked all the same), plus a layout-only edit (a comment inside `in hosts NAME`) that must change
-//!   nothing. One to three edits per pair; an edit that does not compile is skipped; half the
-//!   pairs are swapped, so a narrowing edit is tried as a widening too.
+//!   the gate today; checked all the same), plus a layout-only edit (a comment inside `in hosts
+//!   NAME`) that must change nothing. One to three edits per pair; an edit that does not
+//!   compile is skipped; half the pairs are swapped, so a narrowing edit is tried as a widening
+//!   too.
 //! - **The oracle** ([`oracle`]) judges requests with nothing but [`Policy::check_request`]
 //!   and [`Policy::decide`] (a refused request counts as denied, as for a client) and looks for
 //!   one that NEW allows and OLD denies. Its domain, built from both policies' syntax trees:
@@ -72,6 +73,15 @@
 //! `TOOLGATE_GATE_PAIRS` sets the number of pairs (default [`DEFAULT_PAIRS`]);
 //! `TOOLGATE_GATE_SEED` the seed; `TOOLGATE_GATE_SHOW_QUIET` makes the table list the pairs
 //! where neither found a widening (to read for widenings outside the oracle's bounds).
+//!
+//! **Cost** (debug build, measured 2026-12-01 on the shared 2-core machine): the property's
+//! 2000 pairs take about 100 s of CPU, so about 50 s on two idle cores (104 to 157 s of wall
+//! time while other builds ran). Most of it is `diff` (45 ms a pair on average; 240 ms for
+//! `coding_agent`, which is why that base has half the weight), then making the pairs (15 ms,
+//! mostly compiling) and the oracle (6 ms). The table asks the gate for every pair, about a
+//! third more. On today's gate, of 2000 pairs the oracle finds a widening in about 1500 and the
+//! gate says "no widening" for about 400 to 460 of them; every widening the gate reports, the
+//! oracle finds too (the table's "gate only" is 0).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use regex_syntax::hir::{Class, Hir, HirKind};
@@ -382,16 +392,31 @@ fn urls_of(policies: &[&Policy]) -> Vec<String> {
     }
     hosts.insert("evil.example".into());
     hosts.insert("b\u{fc}cher.de".into());
-    let mut out = BTreeSet::new();
-    for h in &hosts {
-        for s in &schemes {
-            out.insert(format!("{s}://{h}/x"));
+    // Most telling first (a path's values are capped): every host under https, then http,
+    // then with userinfo, then under the other schemes.
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |u: String| {
+        if !out.contains(&u) {
+            out.push(u);
         }
-        out.insert(format!("https://user@{h}/"));
-        out.insert(format!("https://user:pw@{h}/"));
-        out.insert(format!("http://user@{h}/"));
+    };
+    for h in &hosts {
+        add(format!("https://{h}/x"));
     }
-    out.into_iter().collect()
+    for h in &hosts {
+        add(format!("http://{h}/x"));
+    }
+    for h in &hosts {
+        add(format!("https://user@{h}/"));
+        add(format!("https://user:pw@{h}/"));
+        add(format!("http://user@{h}/"));
+    }
+    for s in &schemes {
+        for h in &hosts {
+            add(format!("{s}://{h}/x"));
+        }
+    }
+    out
 }
 
 fn numbers_around(ns: &[f64]) -> Vec<f64> {
@@ -811,7 +836,7 @@ fn dims_of(needs: &Needs, urls: &[String], tools: &[String]) -> Vec<Dim> {
     let mut dims = Vec::new();
     for (k, u) in &needs.paths {
         let mut vs = path_values(u, urls);
-        vs.truncate(160);
+        vs.truncate(400);
         dims.push(Dim::Arg(k.clone(), vs));
     }
     if !needs.fields.is_empty() {
@@ -2107,7 +2132,12 @@ fn assert_gate_holds(old_text: &str, new_text: &str) {
     let d = diff(&old, &new, &gate_config());
     assert!(
         !gate_says_no_widening(&d),
-        "the gate says \"no widening\", but NEW allows and OLD denies:\n{}\n--- OLD ---\n{old_text}\n--- NEW ---\n{new_text}",
+        "the gate says \"no widening\", but NEW allows and OLD denies:\n\
+            {}\n\
+            --- OLD ---\n\
+            {old_text}\n\
+            --- NEW ---\n\
+            {new_text}",
         w.json()
     );
 }
@@ -2133,7 +2163,9 @@ fn policy(write: &str, read: &str, rest: &str) -> String {
 fn a_wider_media_window_is_held() {
     let rule = |w: u32| {
         format!(
-            "rule receipt for confirm_payment {{\n  require client_sent_media(within: {w}, kinds: [image, document])\n}}\n"
+            "rule receipt for confirm_payment {{\n\
+                  require client_sent_media(within: {w}, kinds: [image, document])\n\
+                }}\n"
         )
     };
     assert_gate_holds(
@@ -2188,7 +2220,9 @@ fn a_longer_called_within_is_held() {
 fn a_looser_regex_on_an_optional_argument_is_held() {
     let rule = |re: &str| {
         format!(
-            "rule cc for send_email {{\n  require not args.cc exists or args.cc matches \"{re}\"\n}}\n"
+            "rule cc for send_email {{\n\
+                  require not args.cc exists or args.cc matches \"{re}\"\n\
+                }}\n"
         )
     };
     assert_gate_holds(
@@ -2202,7 +2236,13 @@ fn optional_url(schemes: &str, hosts: &str) -> String {
         "",
         "fetch",
         &format!(
-            "hosts docs {{\n  schemes [{schemes}]\n  allow [{hosts}]\n}}\nrule doc for fetch {{\n  require not args.url exists or args.url in hosts docs\n}}\n"
+            "hosts docs {{\n\
+                  schemes [{schemes}]\n\
+                  allow [{hosts}]\n\
+                }}\n\
+                rule doc for fetch {{\n\
+                  require not args.url exists or args.url in hosts docs\n\
+                }}\n"
         ),
     )
 }
@@ -2230,7 +2270,14 @@ fn a_list_edited_behind_a_comment_in_in_hosts_is_held() {
             "",
             "fetch",
             &format!(
-                "hosts docs {{\n  schemes [https]\n  allow [{hosts}]\n}}\nrule doc for fetch {{\n  require args.url in hosts // note\n    docs\n}}\n"
+                "hosts docs {{\n\
+                      schemes [https]\n\
+                      allow [{hosts}]\n\
+                    }}\n\
+                    rule doc for fetch {{\n\
+                      require args.url in hosts // note\n\
+                        docs\n\
+                    }}\n"
             ),
         )
     };
@@ -2244,7 +2291,13 @@ fn idn_allowed_on_a_subdomain_list_is_held() {
             "",
             "fetch",
             &format!(
-                "hosts aws {{\n  schemes [https]\n{idn}  allow [\"aws.amazon.com\", \".aws.amazon.com\"]\n}}\nrule doc for fetch {{\n  require args.url in hosts aws\n}}\n"
+                "hosts aws {{\n\
+                      schemes [https]\n\
+                    {idn}  allow [\"aws.amazon.com\", \".aws.amazon.com\"]\n\
+                    }}\n\
+                    rule doc for fetch {{\n\
+                      require args.url in hosts aws\n\
+                    }}\n"
             ),
         )
     };
@@ -2255,7 +2308,9 @@ fn idn_allowed_on_a_subdomain_list_is_held() {
 fn multi_line_mode_on_an_anchored_regex_is_held() {
     let rule = |flags: &str| {
         format!(
-            "rule reference for pay {{\n  require args.policy matches \"{flags}^POL-[0-9]{{6}}$\"\n}}\n"
+            "rule reference for pay {{\n\
+                  require args.policy matches \"{flags}^POL-[0-9]{{6}}$\"\n\
+                }}\n"
         )
     };
     assert_gate_holds(
@@ -2268,7 +2323,13 @@ fn multi_line_mode_on_an_anchored_regex_is_held() {
 fn one_requirement_edited_among_five_is_held() {
     let rule = |currencies: &str| {
         format!(
-            "rule payout for pay {{\n  require args.amount is number and args.amount > 0\n  require args.amount <= 250\n  require args.currency in [{currencies}]\n  require args.policy matches \"^POL-[0-9]{{6}}$\"\n  require args.note is string\n}}\n"
+            "rule payout for pay {{\n\
+                  require args.amount is number and args.amount > 0\n\
+                  require args.amount <= 250\n\
+                  require args.currency in [{currencies}]\n\
+                  require args.policy matches \"^POL-[0-9]{{6}}$\"\n\
+                  require args.note is string\n\
+                }}\n"
         )
     };
     assert_gate_holds(
