@@ -71,8 +71,9 @@
 //!   widening (so the case is a real one) and that the gate does not say "no widening".
 //!
 //! `TOOLGATE_GATE_PAIRS` sets the number of pairs (default [`DEFAULT_PAIRS`]);
-//! `TOOLGATE_GATE_SEED` the seed; `TOOLGATE_GATE_SHOW_QUIET` makes the table list the pairs
-//! where neither found a widening (to read for widenings outside the oracle's bounds).
+//! `TOOLGATE_GATE_SEED` the seed; `TOOLGATE_GATE_PAIR=N` runs pair `#N` alone (the number a
+//! failure names); `TOOLGATE_GATE_SHOW_QUIET` makes the table list the pairs where neither
+//! found a widening (to read for widenings outside the oracle's bounds).
 //!
 //! **Cost** (debug build, measured 2026-12-01 on the shared 2-core machine): the property's
 //! 2000 pairs take about 100 s of CPU, so about 50 s on two idle cores (104 to 157 s of wall
@@ -1788,6 +1789,8 @@ fn bases() -> Vec<(String, String)> {
 
 /// One generated pair.
 struct Pair {
+    /// Its number in the run (`TOOLGATE_GATE_PAIR` remakes it alone).
+    index: usize,
     base: String,
     old_text: String,
     new_text: String,
@@ -1874,6 +1877,7 @@ fn make_pair(bases: &[(String, String)], rng: &mut Rng) -> Option<Pair> {
         log.push("(swapped: OLD is the edited one)".into());
     }
     Some(Pair {
+        index: 0,
         base: name.clone(),
         old,
         new,
@@ -1888,7 +1892,8 @@ fn make_pair(bases: &[(String, String)], rng: &mut Rng) -> Option<Pair> {
 fn pair(bases: &[(String, String)], seed: u64, index: usize) -> Pair {
     let mut rng = Rng(seed ^ (index as u64).wrapping_mul(0xd134_2543_de82_ef95));
     loop {
-        if let Some(p) = make_pair(bases, &mut rng) {
+        if let Some(mut p) = make_pair(bases, &mut rng) {
+            p.index = index;
             return p;
         }
     }
@@ -1935,10 +1940,18 @@ fn judge(p: &Pair, seed: u64, always_diff: bool) -> Outcome {
 /// Makes and judges `count` pairs, on as many threads as the machine has (at most 4).
 fn run(count: usize, seed: u64, always_diff: bool) -> Vec<(Pair, Outcome)> {
     let bases = bases();
+    // One pair alone, to reproduce a failure.
+    let only: Option<usize> = std::env::var("TOOLGATE_GATE_PAIR")
+        .ok()
+        .and_then(|v| v.trim().parse().ok());
+    let (first, count) = match only {
+        Some(i) => (i, i + 1),
+        None => (0, count),
+    };
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, 4);
-    let next = std::sync::atomic::AtomicUsize::new(0);
+    let next = std::sync::atomic::AtomicUsize::new(first);
     let mut out: Vec<(usize, Pair, Outcome)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
@@ -1978,7 +1991,11 @@ fn edit_kind(what: &str) -> String {
 
 fn report(p: &Pair, w: &Witness) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "base `{}`; edits:", p.base);
+    let _ = writeln!(
+        s,
+        "pair #{} (TOOLGATE_GATE_PAIR={} remakes it), base `{}`; edits:",
+        p.index, p.index, p.base
+    );
     for e in &p.edits {
         let _ = writeln!(s, "  - {e}");
     }
@@ -2003,7 +2020,7 @@ fn gate_never_says_no_widening_where_the_oracle_finds_one() {
     for (p, o) in &results {
         if let (Some(w), true) = (&o.witness, o.no_widening) {
             failures.push(report(p, w));
-            lines.push(format!("  {}: {}", p.base, p.edits.join("; ")));
+            lines.push(format!("  #{} {}: {}", p.index, p.base, p.edits.join("; ")));
             let semantic: Vec<&String> = p
                 .edits
                 .iter()
