@@ -1825,7 +1825,7 @@ fn random_edits(
                 continue;
             }
             if let Some(p) = compiles(&next) {
-                log.push(e.what.clone());
+                log.push(e.what.replace('\n', "\\n"));
                 cur = next;
                 compiled = Some(p);
                 break;
@@ -1859,7 +1859,7 @@ fn make_pair(bases: &[(String, String)], rng: &mut Rng) -> Option<Pair> {
         let l = layout_edits(&old_text);
         if !l.is_empty() {
             let e = &l[rng.below(l.len())];
-            log.push(format!("OLD: {}", e.what));
+            log.push(format!("OLD: {}", e.what.replace('\n', "\\n")));
             old_text = e.apply(&old_text);
         }
     }
