@@ -1985,6 +1985,10 @@ fn edit_kind(what: &str) -> String {
         let change = rest.rsplit_once("`: ").map_or(rest, |(_, c)| c);
         return format!("regex: {change}");
     }
+    if what.starts_with('`') {
+        // "`and` -> `or` after ...": the swap itself.
+        return what.split(" after").next().unwrap_or(what).to_string();
+    }
     let end = what.find([':', '`']).unwrap_or(what.len());
     what[..end].trim().to_string()
 }
