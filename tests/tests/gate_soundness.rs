@@ -99,8 +99,7 @@ use toolgate_tests::example_path;
 
 /// The one place that says what "the gate let the change through" means.
 fn gate_says_no_widening(d: &PolicyDiff) -> bool {
-    d.widenings.is_empty()
-    // && d.undecided.is_empty() once the field exists
+    d.widenings.is_empty() && d.undecided.is_empty() && d.data_widenings.is_empty()
 }
 
 /// The configuration `toolgate diff` runs with (the struct update keeps this compiling when the
