@@ -304,3 +304,45 @@ fn a_change_the_gate_cannot_prove_is_held_like_a_widening() {
         "{v}"
     );
 }
+
+#[test]
+fn an_explicit_reload_applies_only_the_directory_set_that_was_reviewed() {
+    let coach = coach_source();
+    let s = start(
+        "gate-reviewed",
+        &[("coach.gate", &coach)],
+        &["--poll-ms", "50"],
+    );
+    let a = &s.addr;
+    let old_rev = revision_of(a, &coach);
+    let reviewed = with_pastebin(&coach);
+    std::fs::write(s.dir.join("coach.gate"), &reviewed).unwrap();
+    let v = wait_for(a, "the new host to be held back", |v| {
+        !v["pending"].is_null()
+    });
+    let digest = v["pending"]["digest"].as_str().unwrap().to_string();
+    assert_eq!(digest.len(), 64, "{v}");
+    // After the review, and before the operator applies it, the file changes again: a second
+    // host the operator never saw.
+    let unreviewed = reviewed.replace("\"pastebin.com\"]", "\"pastebin.com\", \"evil.example\"]");
+    assert_ne!(unreviewed, reviewed);
+    std::fs::write(s.dir.join("coach.gate"), &unreviewed).unwrap();
+    let (st, body) = http(a, "POST", &format!("/v1/reload?digest={digest}"), &[], b"");
+    assert_eq!(st, 409, "{body}");
+    assert!(body.contains("changed since"), "{body}");
+    let (_, v) = get_json(a, "/v1/policies");
+    assert_eq!(serving(&v), old_rev, "nothing applied");
+    assert_eq!(
+        decision(a, &fetch("https://evil.example/x"), 0)["allow"],
+        false
+    );
+    // What is on disk now is what is pending, under its own digest, for a new review.
+    let now = v["pending"]["digest"].as_str().unwrap().to_string();
+    assert_ne!(now, digest);
+    let (st, body) = http(a, "POST", &format!("/v1/reload?digest={now}"), &[], b"");
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(
+        decision(a, &fetch("https://evil.example/x"), 0)["allow"],
+        true
+    );
+}

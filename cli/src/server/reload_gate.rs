@@ -111,12 +111,23 @@ pub fn reload_gate(
     }
 }
 
-/// How an operator applies a held change: a bundle by its digest (SIGHUP applies the digest
-/// pending at the time), a directory by any explicit reload.
+/// The digest of a directory's policy set: SHA-256 over each module's name and revision (the
+/// hash of its source), in name order. Two loads with the same digest serve the same rules.
+pub fn set_digest(set: &PolicySet) -> String {
+    let mut lines: Vec<String> = set
+        .iter()
+        .map(|p| format!("{}\0{}\n", p.module(), p.revision()))
+        .collect();
+    lines.sort();
+    crate::bundle::sha256_hex(lines.concat().as_bytes())
+}
+
+/// How an operator applies a held change: by its digest (a bare explicit reload or SIGHUP
+/// applies the digest pending at the time, and nothing else).
 fn apply_with(digest: Option<&str>) -> String {
     match digest {
         Some(d) => {
-            format!("POST /v1/reload?digest={d} (or SIGHUP, which applies only this bundle)")
+            format!("POST /v1/reload?digest={d} (or SIGHUP, which applies only this one)")
         }
         None => "POST /v1/reload or SIGHUP".into(),
     }
@@ -129,7 +140,7 @@ struct Pending {
     trigger: String,
     diff: Value,
     summary: Vec<String>,
-    /// The SHA-256 (hex) of the held bundle; `None` for a directory.
+    /// What is held: the SHA-256 (hex) of a bundle, or a directory's [`set_digest`].
     digest: Option<String>,
     /// What the held bundle's manifest says (`scope`, `serial`, `revision`), for the review.
     manifest: Value,
@@ -167,11 +178,11 @@ impl GateState {
         self.held.fetch_add(1, Relaxed);
         let summary = diff.widening_lines();
         let what = match &digest {
-            Some(d) => format!("bundle {d}"),
+            Some(d) => format!("the new policies ({d})"),
             None => "the new policies".into(),
         };
         eprintln!(
-            "toolgate: reload ({trigger}) held back: {what} allow calls the serving ones deny; still serving generation {serving}; apply with {}",
+            "toolgate: reload ({trigger}) held back: {what} may allow calls the serving ones deny (a widening, or one not proved absent); still serving generation {serving}; apply with {}",
             apply_with(digest.as_deref())
         );
         for line in &summary {
@@ -214,7 +225,7 @@ impl GateState {
         }
     }
 
-    /// The digest of the held bundle, if a bundle is held.
+    /// The digest of what is held, if anything is.
     pub fn pending_digest(&self) -> Option<String> {
         self.pending
             .lock()

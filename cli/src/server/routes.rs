@@ -345,13 +345,14 @@ pub async fn metrics(State(state): Shared) -> Response {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReloadQuery {
-    /// The SHA-256 (hex) of the bundle to apply, as `pending.digest` reported it.
+    /// The digest of the held change to apply, as `pending.digest` reported it: a bundle's
+    /// SHA-256, or a directory's set digest.
     digest: Option<String>,
 }
 
-/// `POST /v1/reload[?digest=HEX]`: 200 when applied; 409 when the bundle is not the one
-/// reported (`bundle_changed`) or was held back as a widening (`reload_held`); 422 when the
-/// new policies are refused.
+/// `POST /v1/reload[?digest=HEX]`: 200 when applied; 409 when the bundle or directory is not
+/// the one reported (`bundle_changed`, `policies_changed`) or was held back as a widening
+/// (`reload_held`); 422 when the new policies are refused.
 pub async fn reload(
     State(state): Shared,
     headers: HeaderMap,
@@ -361,20 +362,13 @@ pub async fn reload(
     let Query(query) = query
         .map_err(|e| state.client_error(ApiError::bad_request("query", e.body_text(), None)))?;
     let digest = match query.digest {
-        Some(_) if state.bundle.is_none() => {
-            return Err(state.client_error(ApiError::bad_request(
-                "query",
-                "`digest` names a bundle, and this server serves a directory",
-                Some("digest".into()),
-            )))
-        }
         Some(d) if d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()) => {
             Some(d.to_ascii_lowercase())
         }
         Some(_) => {
             return Err(state.client_error(ApiError::bad_request(
                 "query",
-                "`digest` is the bundle's SHA-256, 64 hex digits, as `pending.digest` shows it",
+                "`digest` is 64 hex digits, as `pending.digest` shows it",
                 Some("digest".into()),
             )))
         }
@@ -386,9 +380,15 @@ pub async fn reload(
             Err(ApiError::unprocessable("reload_failed", diagnostics))
         }
         Err(ReloadError::Held(why)) => Err(ApiError::new(StatusCode::CONFLICT, "reload_held", why)),
-        Err(ReloadError::Changed(why)) => {
-            Err(ApiError::new(StatusCode::CONFLICT, "bundle_changed", why))
-        }
+        Err(ReloadError::Changed(why)) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            if state.bundle.is_some() {
+                "bundle_changed"
+            } else {
+                "policies_changed"
+            },
+            why,
+        )),
     }
 }
 

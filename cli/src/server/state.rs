@@ -121,14 +121,16 @@ impl AppState {
         if self.bundle.is_some() {
             return super::bundle::reload(self, trigger, digest).await;
         }
-        if digest.is_some() {
-            return Err(ReloadError::Failed(
-                "`digest` names a bundle, and this server serves a directory".into(),
-            ));
-        }
         let dir = self.dir.clone();
         let deny_warnings = self.deny_warnings;
-        self.install(trigger, Source::from_trigger(trigger), None, move |next| {
+        let source = Source::from_trigger(trigger);
+        // An explicit reload applies a held change only as it was reported: the set named by
+        // `digest`, or else the one under `pending`.
+        let expect = match source {
+            Source::Explicit => digest.or_else(|| self.gate.pending_digest()),
+            _ => None,
+        };
+        self.install_expecting(trigger, source, None, expect, move |next| {
             load_complete(&dir, next, deny_warnings)
         })
         .await
@@ -150,14 +152,45 @@ impl AppState {
     where
         F: FnOnce(u64) -> Result<PolicySet, String> + Send + 'static,
     {
+        self.install_expecting(trigger, source, digest, None, build)
+            .await
+    }
+
+    /// [`AppState::install`] for a directory, whose digest is known only once its set is
+    /// built: with `expect`, an explicit reload applies a widening only when the set built
+    /// has that digest ([`super::reload_gate::set_digest`]). Another set is gated as the
+    /// watcher would gate it: applied if it does not widen, else held as the new `pending`,
+    /// answered with [`ReloadError::Changed`].
+    async fn install_expecting<F>(
+        self: Arc<Self>,
+        trigger: &str,
+        source: Source,
+        digest: Option<String>,
+        expect: Option<String>,
+        build: F,
+    ) -> Result<u64, ReloadError>
+    where
+        F: FnOnce(u64) -> Result<PolicySet, String> + Send + 'static,
+    {
         let mut generation = self.reload_lock.lock().await;
         let next = *generation + 1;
         let serving = self.store.snapshot();
         let widening = self.gate.widening;
         let result: Result<_, String> = tokio::task::spawn_blocking(move || {
             let set = build(next)?;
+            let built = match digest {
+                Some(d) => d,
+                None => super::reload_gate::set_digest(&set),
+            };
+            let changed = expect.filter(|want| *want != built);
+            let source = if changed.is_some() {
+                Source::Automatic
+            } else {
+                source
+            };
             let outcome = reload_gate(&serving, &set, source, widening);
-            Ok((set, outcome))
+            // A held bundle is named by its bytes' digest, a directory by its set's.
+            Ok((set, outcome, Some(built), changed))
         })
         .await
         .unwrap_or_else(|_| Err("the load task stopped".into()));
@@ -168,7 +201,7 @@ impl AppState {
             error,
         };
         match result {
-            Ok((set, GateOutcome::Apply { diff })) => {
+            Ok((set, GateOutcome::Apply { diff }, _, _)) => {
                 let serving = super::loader::describe(&set);
                 self.store.swap(set);
                 *generation = next;
@@ -184,10 +217,13 @@ impl AppState {
                 eprintln!("toolgate: loaded generation {next} ({trigger}): {serving}");
                 Ok(next)
             }
-            Ok((_, GateOutcome::Hold { diff })) => {
+            Ok((_, GateOutcome::Hold { diff }, digest, changed)) => {
                 let r = report(
                     false,
-                    Some("held back: the new policies widen what is allowed; see `pending`".into()),
+                    Some(
+                        "held back: the new policies may widen what is allowed; see `pending`"
+                            .into(),
+                    ),
                 );
                 let apply = match &digest {
                     Some(d) => format!("POST /v1/reload?digest={d}"),
@@ -197,8 +233,15 @@ impl AppState {
                 if let Ok(mut g) = self.last_attempt.lock() {
                     *g = Some(r);
                 }
+                if let Some(want) = changed {
+                    let msg = format!(
+                        "the policies changed since they were reported: {want} was reviewed, and what is on disk now is held as the new `pending`; nothing applied; review it, then apply it with {apply}"
+                    );
+                    eprintln!("toolgate: reload ({trigger}) refused: {msg}");
+                    return Err(ReloadError::Changed(msg));
+                }
                 Err(ReloadError::Held(format!(
-                    "held back: the new policies widen what is allowed; review `pending` in GET /v1/policies, then apply it with {apply}"
+                    "held back: the new policies may widen what is allowed; review `pending` in GET /v1/policies, then apply it with {apply}"
                 )))
             }
             Err(diagnostics) => {
@@ -229,8 +272,8 @@ pub enum ReloadError {
     /// The reload gate held the change back: it widens, and nobody asked for it.
     #[error("{0}")]
     Held(String),
-    /// An explicit reload found another bundle than the one reported under `pending` (or
-    /// named by `digest`), and applied nothing.
+    /// An explicit reload found another bundle or directory set than the one reported under
+    /// `pending` (or named by `digest`), and applied nothing.
     #[error("{0}")]
     Changed(String),
 }
