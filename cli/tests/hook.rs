@@ -386,6 +386,24 @@ fn unknown_events_are_ignored_and_bad_input_blocks() {
         "{}",
         text(&out.stderr)
     );
+    // An event that gates a call and that toolgate does not judge is refused, not let
+    // through; events that run nothing stay ignored.
+    for (agent, name, code) in [
+        ("claude-code", "PermissionRequest", 2),
+        ("claude-code", "PreToolUseV2", 2),
+        ("claude-code", "PreCompact", 0),
+        ("gemini-cli", "BeforeToolCall", 2),
+        ("gemini-cli", "BeforeToolSelection", 0),
+        ("gemini-cli", "BeforeModel", 0),
+    ] {
+        let event = json!({"session_id": "s1", "hook_event_name": name, "tool_name": "Write",
+                           "tool_input": {}});
+        let out = s.run(agent, &[], &event.to_string());
+        assert_eq!(out.status.code(), Some(code), "{agent} {name}");
+        if code == 2 {
+            assert!(text(&out.stderr).contains(name), "{}", text(&out.stderr));
+        }
+    }
     std::fs::write(&s.policy, "module broken\nstage main { tools [nope }\n").unwrap();
     let out = s.run(
         "claude-code",

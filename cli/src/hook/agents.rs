@@ -235,8 +235,19 @@ fn claude_code(e: &Map<String, Value>) -> Result<Event, EventError> {
             tool: string(e, "tool_name")?,
             ok: name == "PostToolUse",
         },
+        // A permission dialog about to be answered, or a tool event of a later version:
+        // each gates a call, so one toolgate does not judge is refused, not let through.
+        other if other == "PermissionRequest" || gates_a_tool(other, "Pre") => {
+            return Err(EventError::UnknownPreEvent(other.to_string()))
+        }
         _ => Event::Other,
     })
+}
+
+/// Whether an event name toolgate does not know reads as one that comes before a tool runs
+/// (`PreToolUse2`, `BeforeToolCall`): its `prefix` and a `Tool` in the name.
+fn gates_a_tool(name: &str, prefix: &str) -> bool {
+    name.starts_with(prefix) && name.contains("Tool")
 }
 
 fn gemini_cli(e: &Map<String, Value>) -> Result<Event, EventError> {
@@ -266,6 +277,11 @@ fn gemini_cli(e: &Map<String, Value>) -> Result<Event, EventError> {
                 tool: string(e, "tool_name")?,
                 ok: !failed,
             }
+        }
+        // `BeforeToolSelection` filters the tools offered to the model; it runs nothing.
+        // Another `Before...Tool...` event gates a call toolgate does not judge: refused.
+        other if other != "BeforeToolSelection" && gates_a_tool(other, "Before") => {
+            return Err(EventError::UnknownPreEvent(other.to_string()))
         }
         _ => Event::Other,
     })
