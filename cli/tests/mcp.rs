@@ -1684,10 +1684,32 @@ fn listener_sessions_are_bounded_and_an_ended_session_leaves_its_latch() {
     let (status, _, message) =
         mcp_exchange(&addr, None, &[("Origin", "http://evil.example")], &init);
     assert!(status.contains(" 403 "), "{status} {message}");
+    // Routing headers that disagree with the body are refused before anything reads it: a
+    // gateway in front may authorize on `Mcp-Name` while the proxy runs the body.
+    let (status, _, message) = mcp_exchange(
+        &addr,
+        None,
+        &[("Mcp-Method", "tools/call"), ("Mcp-Name", "read_file")],
+        &init,
+    );
+    assert!(status.contains(" 400 "), "{status} {message}");
+    assert_eq!(message["error"]["code"], -32020, "{message}");
+    assert_eq!(message["id"], 0, "{message}");
 
     // Session 1 latches turn t1 (with ids) and session 2 latches with no id at all.
     let one = mcp_open(&addr, "host-a");
-    mcp_call(&addr, &one, "read_file", read.clone(), Some("t1"));
+    // Headers that agree with the body pass.
+    let agreeing = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": {"name": "read_file", "arguments": read.clone(),
+                                     "_meta": {"io.toolgate/turn": "t1"}}});
+    let (status, _, message) = mcp_exchange(
+        &addr,
+        Some(&one),
+        &[("Mcp-Method", "tools/call"), ("Mcp-Name", "read_file")],
+        &agreeing,
+    );
+    assert!(status.contains(" 200 "), "{status} {message}");
+    assert_eq!(message["result"]["isError"], false, "{message}");
     mcp_call(&addr, &one, "fetch_url", fetch.clone(), Some("t1"));
     let two = mcp_open(&addr, "host-b");
     mcp_call(&addr, &two, "read_file", read.clone(), None);

@@ -16,6 +16,12 @@
 //! loopback name are refused) and checks `Origin` as the Streamable HTTP spec requires: a
 //! request that carries one must come from a loopback origin or one `--allow-origin` names.
 //! Put a reverse proxy in front to serve other hosts.
+//!
+//! A request that carries the routing headers SEP-2243 mirrors from its body (`Mcp-Method`,
+//! and `Mcp-Name` for the tool, resource or prompt it names) must agree with its body: a
+//! gateway in front may route, rate-limit or authorize on the headers while the proxy runs
+//! the body, so a request whose headers say `read_file` and whose body calls `write_file` is
+//! refused (HTTP 400, JSON-RPC -32020) before anything reads it.
 
 use super::expired::Expired;
 use super::upstream::Upstream;
@@ -37,6 +43,12 @@ pub const PATH: &str = "/mcp";
 
 /// Largest `initialize` body read to answer a refusal with its request id.
 const MAX_INIT_BODY: usize = 1 << 20;
+
+/// Largest body read to compare the mirrored routing headers with it.
+const MAX_MIRRORED_BODY: usize = 16 << 20;
+
+/// The JSON-RPC error code of a request whose headers disagree with its body (SEP-2243).
+const HEADER_MISMATCH: i64 = -32020;
 
 /// The bounds of the listener.
 #[derive(Debug, Clone)]
@@ -172,6 +184,10 @@ async fn admit(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Respo
             );
         }
     }
+    let req = match mirrored_headers_agree(req).await {
+        Ok(req) => req,
+        Err(refused) => return refused,
+    };
     let new_session =
         req.method() == axum::http::Method::POST && !req.headers().contains_key("mcp-session-id");
     if !new_session || gate.sessions.sessions.read().await.len() < gate.max_sessions {
@@ -201,9 +217,138 @@ async fn admit(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Respo
     )
 }
 
+/// The methods whose target `Mcp-Name` mirrors (`params.name`, or `params.uri`).
+const NAMED_METHODS: [&str; 3] = ["tools/call", "resources/read", "prompts/get"];
+
+/// Passes a request on, its body read back in, unless it carries `Mcp-Method` or `Mcp-Name`
+/// and they disagree with its body.
+async fn mirrored_headers_agree(req: Request) -> Result<Request, Response> {
+    // Read in a block of its own: a borrow of the request held across the await below would
+    // make this future not `Send`.
+    let headers = {
+        let header = |name: &str| -> Result<Option<String>, ()> {
+            let mut values = req.headers().get_all(name).iter();
+            match (values.next(), values.next()) {
+                (None, _) => Ok(None),
+                (Some(v), None) => v.to_str().map(|v| Some(v.to_string())).map_err(|_| ()),
+                (Some(_), Some(_)) => Err(()),
+            }
+        };
+        (header("mcp-method"), header("mcp-name"))
+    };
+    let refuse = |id: Value, why: String| {
+        rpc_error(
+            StatusCode::BAD_REQUEST,
+            id,
+            HEADER_MISMATCH,
+            format!("toolgate mcp: {why}"),
+        )
+    };
+    let (method, name) = match headers {
+        (Ok(m), Ok(n)) => (m, n),
+        _ => {
+            return Err(refuse(
+                Value::Null,
+                "`Mcp-Method` and `Mcp-Name` must each be given once, as text".into(),
+            ))
+        }
+    };
+    if req.method() != axum::http::Method::POST || (method.is_none() && name.is_none()) {
+        return Ok(req);
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match http_body_util::Limited::new(body, MAX_MIRRORED_BODY)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            return Err(refuse(
+                Value::Null,
+                format!("a request with routing headers is read whole, up to {MAX_MIRRORED_BODY} bytes, to check them; this one is larger or unreadable"),
+            ))
+        }
+    };
+    let message: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    if let Err(why) = headers_match_body(method.as_deref(), name.as_deref(), &message) {
+        let id = message.get("id").cloned().unwrap_or(Value::Null);
+        return Err(refuse(id, why));
+    }
+    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+/// Whether the mirrored headers say what the JSON-RPC message does.
+fn headers_match_body(
+    method: Option<&str>,
+    name: Option<&str>,
+    message: &Value,
+) -> Result<(), String> {
+    let Some(body_method) = message.get("method").and_then(Value::as_str) else {
+        return Err(
+            "routing headers mirror one JSON-RPC request or notification, and the body is not one"
+                .into(),
+        );
+    };
+    match method {
+        Some(m) if m == body_method => {}
+        Some(m) => {
+            return Err(format!(
+                "the `Mcp-Method` header says `{m}` and the body's method is `{body_method}`"
+            ))
+        }
+        None => return Err("`Mcp-Name` is given without `Mcp-Method`".into()),
+    }
+    let params = message.get("params");
+    let target = params
+        .and_then(|p| p.get("name"))
+        .and_then(Value::as_str)
+        .or_else(|| params.and_then(|p| p.get("uri")).and_then(Value::as_str));
+    match (name, target) {
+        (Some(n), Some(t)) if n == t => Ok(()),
+        (Some(n), Some(t)) => Err(format!(
+            "the `Mcp-Name` header says `{n}` and the body names `{t}`"
+        )),
+        (Some(n), None) => Err(format!(
+            "the `Mcp-Name` header says `{n}` and the body names nothing"
+        )),
+        (None, Some(t)) if NAMED_METHODS.contains(&body_method) => Err(format!(
+            "`Mcp-Method` is given and `Mcp-Name` is not, though the body names `{t}`"
+        )),
+        (None, _) => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::origin_allowed;
+    use super::{headers_match_body, origin_allowed};
+    use serde_json::json;
+
+    #[test]
+    fn mirrored_headers_must_say_what_the_body_does() {
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": {"name": "write_file", "arguments": {}}});
+        assert!(headers_match_body(Some("tools/call"), Some("write_file"), &call).is_ok());
+        for (method, name) in [
+            (Some("tools/call"), Some("read_file")),
+            (Some("tools/list"), Some("write_file")),
+            (Some("tools/call"), None),
+            (None, Some("write_file")),
+        ] {
+            assert!(
+                headers_match_body(method, name, &call).is_err(),
+                "{method:?} {name:?}"
+            );
+        }
+        let read = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+                          "params": {"uri": "file:///a"}});
+        assert!(headers_match_body(Some("resources/read"), Some("file:///a"), &read).is_ok());
+        assert!(headers_match_body(Some("resources/read"), Some("file:///b"), &read).is_err());
+        let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+        assert!(headers_match_body(Some("tools/list"), None, &list).is_ok());
+        assert!(headers_match_body(Some("tools/list"), Some("x"), &list).is_err());
+        // A batch cannot be mirrored by one pair of headers.
+        assert!(headers_match_body(Some("tools/call"), None, &json!([call])).is_err());
+    }
 
     #[test]
     fn only_loopback_or_allowed_origins_pass() {
