@@ -195,6 +195,9 @@ impl<'de> Visitor<'de> for FactsSeed<'_> {
                     let value = map.next_value_seed(ValueSeed::unexplained())?;
                     facts.other.push((key.0, value));
                 }
+                // A skipped key named like a standard fact is a misspelling: the strict
+                // reader's check says so with its path (`Policy::check_facts`).
+                name if crate::schema::near_standard_fact(name).is_some() => return Err(invalid()),
                 _ => {
                     map.next_value::<Skip>()?;
                 }

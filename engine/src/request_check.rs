@@ -24,9 +24,20 @@ impl Policy {
         self.check_facts(&request.facts)
     }
 
-    /// Errors when the `latched` fact of `facts` names a latch this policy does not declare.
+    /// Errors when the `latched` fact of `facts` names a latch this policy does not declare,
+    /// or when a custom fact no rule reads is named like a standard fact (`latch`,
+    /// `Latched`, `mesages`): that is a standard fact misspelt, which would be read as absent.
     pub fn check_facts(&self, facts: &Facts) -> Result<(), RequestError> {
-        self.check_latch_names(LatchedRef::from(&facts.latched))
+        self.check_latch_names(LatchedRef::from(&facts.latched))?;
+        for key in facts.other.keys() {
+            if self.custom_facts.iter().any(|k| **k == **key) {
+                continue;
+            }
+            if let Some(meant) = crate::schema::near_standard_fact(key) {
+                return Err(misspelt_fact(key, meant));
+            }
+        }
+        Ok(())
     }
 
     /// Errors when `requested` is a module other than this one.
@@ -64,4 +75,14 @@ impl Policy {
     pub(crate) fn latch_index(&self, name: &str) -> Option<usize> {
         self.latches.iter().position(|l| *l.name == *name)
     }
+}
+
+/// The error for a custom fact no rule reads whose name is a standard fact's, misspelt.
+fn misspelt_fact(key: &str, meant: &str) -> RequestError {
+    schema(
+        &format!("facts.{key}"),
+        format!(
+            "`{key}` is not a standard fact and no rule of this policy reads it; did you mean `{meant}`? (sent under this name, `{meant}` would be read as absent)"
+        ),
+    )
 }

@@ -13,7 +13,8 @@
 //! from the edit-distance rule. The reason: an ignored key is read as an absent one, so a
 //! call sent with OpenAI's `arguments` was judged with no arguments at all, and a rule such
 //! as `require not args.bcc exists` allowed it. What stays open, by design: the keys of
-//! `facts` (any key that is not a standard fact is a custom fact, [`STANDARD_FACTS`]), and the
+//! `facts` (any key that is not a standard fact is a custom fact, [`STANDARD_FACTS`], unless
+//! no rule reads it and it is named like a standard fact, [`near_standard_fact`]), and the
 //! contents of `args`, `fields` and custom facts, which are the executor's own data; a
 //! `latched` object's keys are latch names, checked against the policy
 //! ([`crate::Policy::check_request`]). Tool definitions in an offer request keep the
@@ -52,6 +53,67 @@ pub const CALLED: &str = "called";
 
 /// Every standard fact key; any other key of `facts` is a custom fact.
 pub const STANDARD_FACTS: [&str; 6] = [STAGE, STAGE_TURNS, LATCHED, MESSAGES, FIELDS, CALLED];
+
+/// The standard fact a `facts` key is most likely a misspelling of: a case-insensitive
+/// equal, one edit away (an insert, delete, substitution or swap of adjacent characters), or
+/// cut short to at least four characters (`latch`, `message`). Stricter than
+/// `toolgate_lang::did_you_mean` (two edits for a name this long), since a custom fact is
+/// the executor's own name. One edit still catches a real name (`caller`): refused only
+/// while no rule reads it, loudly, where `called` misspelt would be read as absent and let
+/// every `called_before` through under `on_missing allow`. Computed on the stack: the one-pass reader asks it of every custom
+/// fact it skips, and allocates nothing for that. A custom fact no rule reads
+/// under such a name is refused ([`crate::Policy::check_facts`]): sent as `facts.latch`,
+/// the executor's latch state would be read as absent.
+pub fn near_standard_fact(key: &str) -> Option<&'static str> {
+    let limit = 1;
+    STANDARD_FACTS
+        .into_iter()
+        .filter(|s| *s != key)
+        .filter_map(|s| {
+            let cut_short = key.len() >= 4
+                && s.len() > key.len()
+                && s.as_bytes()[..key.len()].eq_ignore_ascii_case(key.as_bytes());
+            let d = if s.eq_ignore_ascii_case(key) || cut_short {
+                0
+            } else {
+                bounded_distance(key.as_bytes(), s.as_bytes(), limit)?
+            };
+            (d <= limit).then_some((d, s))
+        })
+        .min()
+        .map(|(_, s)| s)
+}
+
+/// The optimal-string-alignment distance of two short byte strings (inserts, deletes,
+/// substitutions, adjacent swaps), when it is at most `limit`; `None` past it, or when a
+/// string is longer than the stack rows hold.
+fn bounded_distance(a: &[u8], b: &[u8], limit: usize) -> Option<usize> {
+    const MAX: usize = 32;
+    if a.len() > MAX || b.len() > MAX || a.len().abs_diff(b.len()) > limit {
+        return None;
+    }
+    let mut before = [0usize; MAX + 1];
+    let mut prev = [0usize; MAX + 1];
+    let mut row = [0usize; MAX + 1];
+    for (j, cell) in prev.iter_mut().enumerate().take(b.len() + 1) {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        row[0] = i;
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut d = (prev[j] + 1).min(row[j - 1] + 1).min(prev[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(before[j - 2] + 1);
+            }
+            row[j] = d;
+        }
+        before = prev;
+        prev = row;
+    }
+    let d = prev[b.len()];
+    (d <= limit).then_some(d)
+}
 
 /// A message's author (`client` for the customer).
 pub const FROM: &str = "from";
@@ -112,3 +174,49 @@ pub const CALLED_ALIASES: [(&str, &str); 4] = [
 /// Names for a request's parts at its top level, with the key meant: OpenAI's `tool_calls`
 /// are the batch.
 pub const REQUEST_ALIASES: [(&str, &str); 1] = [("tool_calls", CALLS)];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_misspelt_standard_fact_is_named_and_a_custom_one_is_not() {
+        for (key, meant) in [
+            ("latch", "latched"),
+            ("message", "messages"),
+            ("Latched", "latched"),
+            ("LATCHED", "latched"),
+            ("mesages", "messages"),
+            ("messsages", "messages"),
+            ("stgae", "stage"),
+            ("stage_turn", "stage_turns"),
+            ("feilds", "fields"),
+            ("caled", "called"),
+            ("caller", "called"),
+        ] {
+            assert_eq!(near_standard_fact(key), Some(meant), "{key}");
+            // Where the edit distance decides, the same answer as every other did-you-mean.
+            if !meant.starts_with(key) {
+                assert_eq!(
+                    toolgate_lang::did_you_mean(key, STANDARD_FACTS),
+                    Some(meant),
+                    "{key}"
+                );
+            }
+        }
+        for key in [
+            "latched",
+            "user_tier",
+            "role",
+            "account_id",
+            "x",
+            "",
+            "budget",
+            "sta",
+            "calls_made",
+            "callers",
+        ] {
+            assert_eq!(near_standard_fact(key), None, "{key}");
+        }
+    }
+}

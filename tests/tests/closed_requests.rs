@@ -354,3 +354,39 @@ fn an_unknown_key_given_twice_is_reported_as_the_duplicate_it_is() {
     );
     assert_eq!(policy.decide_json(text).unwrap_err(), err);
 }
+
+/// A custom fact named like a standard one is a misspelling: sent as `facts.latch`, the
+/// executor's latch state would be read as absent and the write after an ingest allowed.
+#[test]
+fn a_misspelt_standard_fact_is_refused_by_both_readers_unless_a_rule_reads_it() {
+    let policy = toolgate_tests::compile(
+        "module m\nwrite send\ningest fetch\nstage s { tools [send, fetch] }\nlatch untrusted { set_by ingest  blocks write }\n",
+    );
+    for (key, meant) in [
+        ("latch", "latched"),
+        ("Latched", "latched"),
+        ("mesages", "messages"),
+        ("caled", "called"),
+    ] {
+        let text = format!(
+            r#"{{"facts": {{"stage": "s", "{key}": true}}, "calls": [{{"id": "1", "tool": "send", "args": {{}}}}]}}"#
+        );
+        let fast = policy.decide_json(&text).unwrap_err().to_string();
+        let strict = policy
+            .check_request(&toolgate_engine::Request::from_json(&text).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(fast, strict, "{key}");
+        assert!(fast.contains(&format!("facts.{key}")), "{fast}");
+        assert!(fast.contains(&format!("did you mean `{meant}`")), "{fast}");
+    }
+    // A policy that reads the fact under that name takes it as its own.
+    let reads = toolgate_tests::compile(
+        "module m\nwrite send\nstage s { tools [send] }\nrule r for send { require facts.latch == true }\n",
+    );
+    let text = r#"{"facts": {"stage": "s", "latch": true}, "calls": [{"id": "1", "tool": "send", "args": {}}]}"#;
+    assert!(reads.decide_json(text).unwrap().decisions[0].allow);
+    // Names far from every standard fact stay custom facts, read or not.
+    let text = r#"{"facts": {"stage": "s", "tier": "gold", "callers": 2}, "calls": [{"id": "1", "tool": "send", "args": {}}]}"#;
+    assert!(policy.decide_json(text).unwrap().decisions[0].allow);
+}
