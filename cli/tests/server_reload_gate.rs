@@ -282,27 +282,29 @@ fn the_first_set_that_compiles_applies_by_itself_when_nothing_was_serving() {
 
 #[test]
 fn a_change_the_gate_cannot_prove_is_held_like_a_widening() {
-    // NEW admits only calls OLD admits, but the proof does not compare a list with a type
-    // test and no search finds a counterexample: undecided. Before the proof the search's
-    // silence was "no widening", and the watcher applied it.
+    // NEW admits only calls OLD admits (the anchored pattern is within the other), but a
+    // Unicode `\b` cannot be decided on a DFA and no search finds a counterexample:
+    // undecided. Before the proof the search's silence was "no widening", and the watcher
+    // applied it.
     let policy = |req: &str| {
         format!(
-            "module m\nwrite pay\nstage s {{ tools [pay] }}\nrule count_is_small for pay {{\n  require {req}\n}}\n"
+            "module m\nwrite pay\nstage s {{ tools [pay] }}\nrule policy_code for pay {{\n  require {req}\n}}\n"
         )
     };
-    let old = policy("args.n is integer and args.n > 0");
+    let old = policy("args.code matches \"\\\\bPOL\\\\b\"");
     let s = start("gate-undecided", &[("m.gate", &old)], &["--poll-ms", "50"]);
     let a = &s.addr;
     let old_rev = revision_of(a, &old);
-    std::fs::write(s.dir.join("m.gate"), policy("args.n in [1, 2, 3]")).unwrap();
+    std::fs::write(
+        s.dir.join("m.gate"),
+        policy("args.code matches \"^\\\\bPOL\\\\b$\""),
+    )
+    .unwrap();
     let v = wait_for(a, "the change to be held back", |v| !v["pending"].is_null());
     assert_eq!(serving(&v), old_rev);
     let m = &v["pending"]["diff"]["modules"][0];
     assert_eq!(m["widenings"].as_array().map(Vec::len), Some(0), "{v}");
-    assert_eq!(
-        m["undecided"][0]["rule"], "`count_is_small` (requirement 1 of 2)",
-        "{v}"
-    );
+    assert_eq!(m["undecided"][0]["rule"], "`policy_code`", "{v}");
 }
 
 #[test]

@@ -309,22 +309,19 @@ fn a_vault_kind_widened_or_re_sanitising_dropped_is_a_data_widening() {
 fn a_change_neither_proved_nor_shown_is_undecided_and_held() {
     let policy = |req: &str| {
         compile(&format!(
-            "module m\nwrite pay\nstage s {{ tools [pay] }}\nrule count_is_small for pay {{\n  require {req}\n}}\n"
+            "module m\nwrite pay\nstage s {{ tools [pay] }}\nrule policy_code for pay {{\n  require {req}\n}}\n"
         ))
     };
-    // `in [1, 2, 3]` admits only integers above 0, but the proof does not compare a list
-    // with a type test, and no call shows a change: undecided.
-    let old = policy("args.n is integer and args.n > 0");
-    let new = policy("args.n in [1, 2, 3]");
+    // The anchored pattern admits only what the old one does, but a Unicode `\b` cannot be
+    // decided on a DFA, and no call shows a change: undecided.
+    let old = policy("args.code matches \"\\\\bPOL\\\\b\"");
+    let new = policy("args.code matches \"^\\\\bPOL\\\\b$\"");
     let d = checked_diff(&old, &new);
     assert!(d.widenings.is_empty());
     assert_eq!(d.undecided.len(), 1, "{:#?}", d.undecided);
     let u = &d.undecided[0];
     assert_eq!(u.tool, "pay");
-    assert_eq!(
-        u.rule.as_deref(),
-        Some("`count_is_small` (requirement 1 of 2)")
-    );
+    assert_eq!(u.rule.as_deref(), Some("`policy_code`"));
     let set = |p: Policy| PolicySet::new(vec![p], 0).unwrap();
     let sets = diff_sets(&set(old), &set(new), &CONFIG);
     assert!(sets.widens());

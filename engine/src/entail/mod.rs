@@ -184,6 +184,59 @@ pub fn data_widenings(new: &Policy, old: &Policy, tool: &str) -> Vec<String> {
     out
 }
 
+/// Whether `p` is a test that admits only literals (`in [..]`, `== LIT`) on an argument, and
+/// `q` a test on the same argument that is true for each of them: then every call `p` lets
+/// through, `q` does (`args.n in [1, 2, 3]` within `args.n is integer`, `args.n > 0`). Each
+/// literal is judged by the engine's own test, on an argument that holds just it.
+fn literals_pass(p: &Requirement<'_>, q: &Requirement<'_>) -> bool {
+    let (Node::Test(path, test), Node::Test(q_path, q_test)) = (&p.node, &q.node) else {
+        return false;
+    };
+    if path != q_path || path.root != Root::Args {
+        return false;
+    }
+    let literals: Vec<&Lit> = match test {
+        Test::InList(items) => items.iter().collect(),
+        Test::Cmp(CmpOp::Eq, lit) if !matches!(lit, Lit::Null) => vec![lit],
+        _ => return false,
+    };
+    let facts = crate::request::Facts::default();
+    literals.into_iter().all(|lit| {
+        let Some(value) = literal_value(lit) else {
+            return false;
+        };
+        let args = place(&path.segs, value);
+        let env = crate::cond::Env::new(&args, crate::view::FactsRef::Owned(&facts), q.hosts);
+        crate::cond::eval_test(q_path, q_test, &env) == crate::cond::Truth::True
+    })
+}
+
+fn literal_value(lit: &Lit) -> Option<Value> {
+    Some(match lit {
+        Lit::Num(n) if n.fract() == 0.0 && n.abs() < 9.0e15 => Value::from(*n as i64),
+        Lit::Num(n) => Value::from(serde_json::Number::from_f64(*n)?),
+        Lit::Str(s) => Value::String(s.to_string()),
+        Lit::Bool(b) => Value::Bool(*b),
+        Lit::Null => Value::Null,
+    })
+}
+
+/// An arguments object holding `value` at `segs` (arrays padded with nulls).
+fn place(segs: &[Seg], value: Value) -> Value {
+    segs.iter().rev().fold(value, |inner, seg| match seg {
+        Seg::Key(k) => {
+            let mut m = serde_json::Map::new();
+            m.insert(k.to_string(), inner);
+            Value::Object(m)
+        }
+        Seg::Index(i) => {
+            let mut a = vec![Value::Null; *i];
+            a.push(inner);
+            Value::Array(a)
+        }
+    })
+}
+
 fn render_path(segs: &[Seg]) -> String {
     crate::cond::segs_text("args".into(), segs)
 }
@@ -349,8 +402,9 @@ impl Proof {
             return true;
         }
         if !p.fail_open {
-            // NEW allows only where `p` is true; OLD allows at least there when `p <= q`.
-            return self.leq(a, b);
+            // NEW allows only where `p` is true; OLD allows at least there when `p <= q`, or
+            // when `p` admits a few literals and `q` holds for each of them.
+            return self.leq(a, b) || literals_pass(p, q);
         }
         if !q.fail_open {
             // NEW also allows where `p` is unknown for absent facts; OLD does not.

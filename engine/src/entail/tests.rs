@@ -242,3 +242,34 @@ fn a_removed_re_sanitisation_is_a_widening() {
     );
     assert!(data_widenings(&with, &without, "t").is_empty());
 }
+
+#[test]
+fn a_list_of_literals_is_within_any_test_each_literal_passes() {
+    let r = |req: &str| rule(&format!("require {req}"));
+    assert!(proved(
+        &r("args.n is integer and args.n > 0"),
+        &r("args.n in [1, 2, 3]")
+    ));
+    assert!(!proved(
+        &r("args.n is integer and args.n > 0"),
+        &r("args.n in [0, 1]")
+    ));
+    assert!(!proved(&r("args.n is integer"), &r("args.n in [1.5]")));
+    assert!(proved(
+        &r("args.to matches \"@ours[.]com$\""),
+        &r("args.to == \"a@ours.com\"")
+    ));
+    assert!(!proved(
+        &r("args.to matches \"@ours[.]com$\""),
+        &r("args.to in [\"a@ours.com\", \"b@evil.io\"]")
+    ));
+    let hosts = "hosts docs { schemes [https] allow [\"docs.rs\"] }\n";
+    assert!(proved(
+        &format!("{hosts}{}", r("args.url in hosts docs")),
+        &format!("{hosts}{}", r("args.url == \"https://docs.rs/x\""))
+    ));
+    assert!(!proved(
+        &format!("{hosts}{}", r("args.url in hosts docs")),
+        &format!("{hosts}{}", r("args.url == \"https://evil.io/\""))
+    ));
+}
