@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CI for the Node package, run by .ci/run: rustfmt and clippy for the addon crate, then
 # `npm ci` (which builds the addon from source through the package's install script) and
-# `npm test` (node's own test runner, then the coach loop example). Fails on any failure.
+# `npm test` (node's own test runner, then the coach loop example), then the package as a
+# dependency: `npm pack`, and fresh apps that install the tarball and the path and run
+# test/fresh-app/installed.test.js (node --test, counted by .ci/run). Fails on any failure.
 #
 # Needs Node.js >= 20.17 (@napi-rs/cli 3 requires it; the `ai` 6 and MCP SDK packages need
 # >= 18). This machine kind ships Node 20. Debian bookworm's own `nodejs` is 18, too old: when
@@ -42,3 +44,36 @@ echo "npm ci took $(($(date +%s) - start)) s"
 
 echo "-- npm test"
 npm test
+
+echo "-- the package as a dependency: a fresh app installs the packed tarball, another the path"
+# `npm pack` runs `prepack` (install.js: a source build here), so the tarball carries the addon
+# just built and tested above, with native.js to load it; install.js in the tarball uses it.
+# The path install is from a fresh checkout (a copy of the tracked files, with no node_modules:
+# npm runs a linked path's install script but does not install its dependencies, so install.js
+# installs the napi-rs CLI there first, then builds from source).
+pack_dir="$(mktemp -d)"
+npm pack --pack-destination "$pack_dir" --loglevel=error >/dev/null
+tarball="$(ls "$pack_dir"/toolgate-*.tgz)"
+packed="$(tar -tzf "$tarball")"
+grep -qx 'package/native.js' <<<"$packed" || { echo "error: $tarball has no native.js" >&2; exit 1; }
+if [ "$(uname -sm)" = "Linux x86_64" ]; then
+  grep -qx 'package/toolgate.linux-x64-gnu.node' <<<"$packed" ||
+    { echo "error: $tarball has no linux-x64 addon" >&2; exit 1; }
+fi
+pkg="$PWD"
+checkout="$(mktemp -d)/toolgate"
+mkdir -p "$checkout"
+(cd "$ROOT" && git ls-files -z -- . ':!bindings/python' ':!fuzz' ':!bench' ':!tests/playground' \
+  ':!cli/tests/mcp/node' | xargs -0 cp --parents -t "$checkout")
+for from in "$tarball" "$checkout/bindings/node"; do
+  app="$(mktemp -d)"
+  (
+    cd "$app"
+    npm init -y >/dev/null
+    npm install --no-audit --no-fund --loglevel=error "$from"
+    if [ "$from" = "$tarball" ]; then expect="$app/node_modules/toolgate"; else expect="$from"; fi
+    cp "$pkg/test/fresh-app/installed.test.js" .
+    TOOLGATE_EXAMPLES="$ROOT/stdlib-rules/examples" TOOLGATE_EXPECT_AT="$(realpath "$expect")" \
+      node --test installed.test.js
+  )
+done

@@ -5,6 +5,12 @@
 //! SDK's stdio transport and prints one JSON line per step; the server appends every call that
 //! reaches it to a log, so a test can prove that a denied call never got there. When python3
 //! or the `mcp` package is missing, the tests fail under CI (`CI` set) and are skipped locally.
+//!
+//! The official TypeScript SDK's `Client` (`@modelcontextprotocol/sdk` from npm, pinned in
+//! `tests/mcp/node/package-lock.json`, installed there by `.ci/run` with `npm ci`) drives the
+//! proxy too, through `tests/mcp/node/client.mjs`, which reads the same scripts and prints the
+//! same lines as `client.py`, over stdio and Streamable HTTP. Without node or that install,
+//! those tests fail (they never skip) and say what to install.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use serde_json::{json, Value};
@@ -70,6 +76,15 @@ struct Setup {
     policy: PathBuf,
 }
 
+/// Which official MCP SDK's client a test drives.
+#[derive(Clone, Copy)]
+enum Sdk {
+    /// `mcp` from PyPI: `tests/mcp/client.py`.
+    Python,
+    /// `@modelcontextprotocol/sdk` from npm: `tests/mcp/node/client.mjs`.
+    TypeScript,
+}
+
 impl Setup {
     fn new(tag: &str) -> Setup {
         Self::with_policy(tag, POLICY)
@@ -114,22 +129,28 @@ impl Setup {
     /// [`Setup::client`] with the SDK's `ClientSession` (`"session"`, the `initialize`
     /// handshake) or its default high-level `mcp.Client` (`"high-level"`).
     fn client_as(&self, kind: &str, flags: &[&str], steps: Vec<Value>) -> (Value, Vec<Value>) {
-        let n = steps.len();
-        let script = self.dir.join("script.json");
-        std::fs::write(
-            &script,
-            json!({
-                "client": kind,
-                "command": self.command(flags),
-                "env": {"CALL_LOG": self.call_log()},
-                "steps": steps,
-            })
-            .to_string(),
-        )
-        .unwrap();
-        let child = Command::new("python3")
-            .arg(here().join("client.py"))
-            .arg(&script)
+        let script = json!({
+            "client": kind,
+            "command": self.command(flags),
+            "env": {"CALL_LOG": self.call_log()},
+            "steps": steps,
+        });
+        self.run_client(Sdk::Python, script)
+    }
+
+    /// Runs `sdk`'s client (`tests/mcp/client.py` or `tests/mcp/node/client.mjs`) on
+    /// `script`; returns the initialize line and one answer per step.
+    fn run_client(&self, sdk: Sdk, script: Value) -> (Value, Vec<Value>) {
+        let n = script["steps"].as_array().map_or(0, Vec::len);
+        let path = self.dir.join("script.json");
+        std::fs::write(&path, script.to_string()).unwrap();
+        let (program, client) = match sdk {
+            Sdk::Python => ("python3", here().join("client.py")),
+            Sdk::TypeScript => ("node", here().join("node/client.mjs")),
+        };
+        let child = Command::new(program)
+            .arg(client)
+            .arg(&path)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -148,6 +169,18 @@ impl Setup {
         assert_eq!(lines.len(), n + 1, "{}", truncate(&stdout));
         let init = lines.remove(0);
         (init, lines)
+    }
+
+    /// Starts `toolgate mcp --listen 127.0.0.1:0` with `flags` over the stdio upstream; returns
+    /// the process and the address it announced (`127.0.0.1:PORT`; the endpoint is `/mcp`).
+    fn listen(&self, flags: &[&str]) -> (Killed, String) {
+        let mut all = vec!["--listen", "127.0.0.1:0"];
+        all.extend_from_slice(flags);
+        let mut command = self.command(&all);
+        let program = command.remove(0);
+        let mut proxy = Command::new(program);
+        proxy.args(&command).env("CALL_LOG", self.call_log());
+        listening(&mut proxy)
     }
 
     /// Waits (at most 15 s) until the server's log has `entry`.
@@ -270,6 +303,17 @@ fn assert_refused(answer: &Value) -> String {
     text
 }
 
+/// The upstream tools `POLICY` lists in stage `main`, in upstream order (not `secret`).
+const OFFERED: [&str; 7] = [
+    "read_file",
+    "write_file",
+    "fetch_url",
+    "big",
+    "fail",
+    "crash",
+    "hang",
+];
+
 /// The upstream server's tools and descriptions (`tests/mcp/server.py`).
 const UPSTREAM: [(&str, &str); 8] = [
     ("read_file", "Read a file."),
@@ -314,18 +358,7 @@ fn the_listing_has_only_the_offered_tools_with_their_requirements() {
         "test upstream for toolgate mcp"
     );
     // Upstream order; `secret` (never classified) is gone.
-    assert_eq!(
-        names(&out[0]),
-        [
-            "read_file",
-            "write_file",
-            "fetch_url",
-            "big",
-            "fail",
-            "crash",
-            "hang"
-        ]
-    );
+    assert_eq!(names(&out[0]), OFFERED);
     for name in names(&out[0]) {
         assert_eq!(
             tool(&out[0], name)["description"],
@@ -1213,6 +1246,34 @@ impl Drop for Killed {
     }
 }
 
+/// Spawns `proxy` (a `toolgate mcp --listen` command line) and waits for the address it
+/// announces on stderr (`127.0.0.1:PORT`; the endpoint is `/mcp`).
+fn listening(proxy: &mut Command) -> (Killed, String) {
+    let mut proxy = Killed(
+        proxy
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stderr = proxy.0.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let banner = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    let addr = banner
+        .split_once("serving MCP at http://")
+        .unwrap_or_else(|| panic!("{banner}"))
+        .1
+        .trim_end_matches("/mcp")
+        .to_string();
+    (proxy, addr)
+}
+
 /// One raw HTTP/1.1 POST; returns the status line and the body.
 fn http_post(addr: &str, headers: &[(&str, &str)], body: &str) -> (String, String) {
     use std::net::TcpStream;
@@ -1272,57 +1333,21 @@ fn over_http_each_session_keeps_its_own_latch_and_a_sessionless_request_is_refus
         std::thread::sleep(Duration::from_millis(100));
     }
     // toolgate on a port of its choosing, which it prints.
-    let mut proxy = Killed(
+    let (mut proxy, addr) = listening(
         Command::new(env!("CARGO_BIN_EXE_toolgate"))
             .args(["mcp", "--policy"])
             .arg(&s.policy)
             .args(["--upstream", &format!("http://{up}/mcp")])
-            .args(["--listen", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
+            .args(["--listen", "127.0.0.1:0"]),
     );
-    let stderr = proxy.0.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let banner = rx.recv_timeout(Duration::from_secs(30)).unwrap();
-    let url = banner
-        .split_once("serving MCP at ")
-        .unwrap_or_else(|| panic!("{banner}"))
-        .1
-        .to_string();
-    let addr = url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp")
-        .to_string();
+    let url = format!("http://{addr}/mcp");
     // Stop signals are handled from the moment the banner is printed.
     let int_term = HUP_INT_TERM & !SIGHUP;
     assert_eq!(caught_signals(proxy.0.id()) & int_term, int_term);
 
     let client = |steps: Vec<Value>| {
-        let script = s.dir.join("http-script.json");
-        std::fs::write(&script, json!({"url": url, "steps": steps}).to_string()).unwrap();
-        let child = Command::new("python3")
-            .arg(here().join("client.py"))
-            .arg(&script)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (status, stdout, stderr) = wait_bounded(child, WATCHDOG);
-        assert_eq!(status, Some(0), "{stdout}\n{stderr}");
-        stdout
-            .lines()
-            .skip(1)
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .collect::<Vec<_>>()
+        s.run_client(Sdk::Python, json!({"url": url, "steps": steps}))
+            .1
     };
     let write = || call("write_file", json!({"path": "a", "text": "x"}));
     let first = client(vec![
@@ -1332,18 +1357,7 @@ fn over_http_each_session_keeps_its_own_latch_and_a_sessionless_request_is_refus
         write(),
         call("secret", json!({})),
     ]);
-    assert_eq!(
-        names(&first[0]),
-        [
-            "read_file",
-            "write_file",
-            "fetch_url",
-            "big",
-            "fail",
-            "crash",
-            "hang"
-        ]
-    );
+    assert_eq!(names(&first[0]), OFFERED);
     assert_passed(&first[1], "contents of a");
     assert!(assert_refused(&first[3]).contains("latch `untrusted`"));
     assert_refused(&first[4]);
@@ -1640,39 +1654,7 @@ fn listener_sessions_are_bounded_and_an_ended_session_leaves_its_latch() {
         return;
     }
     let s = Setup::new("listen-expiry");
-    let mut command = s.command(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--session-idle",
-        "1s",
-        "--max-sessions",
-        "2",
-    ]);
-    let program = command.remove(0);
-    let mut proxy = Killed(
-        Command::new(program)
-            .args(&command)
-            .env("CALL_LOG", s.call_log())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let stderr = proxy.0.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let banner = rx.recv_timeout(Duration::from_secs(60)).unwrap();
-    let addr = banner
-        .split_once("serving MCP at http://")
-        .unwrap_or_else(|| panic!("{banner}"))
-        .1
-        .trim_end_matches("/mcp")
-        .to_string();
+    let (_proxy, addr) = s.listen(&["--session-idle", "1s", "--max-sessions", "2"]);
     let fetch = json!({"url": "https://docs.rs/"});
     let write = json!({"path": "a", "text": "x"});
     let read = json!({"path": "a"});
@@ -1788,4 +1770,176 @@ fn the_default_high_level_client_gets_valid_results_and_upstream_cannot_forge_a_
         "{}",
         out[0]
     );
+}
+
+/// `tests/mcp/node/`, where `.ci/run` installs the TypeScript SDK with `npm ci`.
+fn node_dir() -> PathBuf {
+    here().join("node")
+}
+
+/// Fails (it does not skip) unless node and the pinned `@modelcontextprotocol/sdk` are
+/// installed: `.ci/run` installs them, and a TypeScript test that skips proves nothing.
+fn require_node_sdk() {
+    let node = Command::new("node")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        node,
+        "node is required for the TypeScript SDK tests (apt-get install nodejs; .ci/run does)"
+    );
+    let wanted: Value =
+        serde_json::from_str(&std::fs::read_to_string(node_dir().join("package.json")).unwrap())
+            .unwrap();
+    let wanted = wanted["dependencies"]["@modelcontextprotocol/sdk"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let installed = node_dir().join("node_modules/@modelcontextprotocol/sdk/package.json");
+    let installed: Option<Value> = std::fs::read_to_string(&installed)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let version = installed.as_ref().and_then(|p| p["version"].as_str());
+    assert_eq!(
+        version,
+        Some(wanted.as_str()),
+        "the TypeScript MCP SDK {wanted} is not installed in {}: run `npm ci` there (.ci/run does)",
+        node_dir().display()
+    );
+}
+
+/// The steps both TypeScript transports run, and what they must answer: the listing, an
+/// allowed call whose result the SDK checks against the tool's `outputSchema`, a denial as an
+/// error result, and the latch (issue 22: the TypeScript SDK's `Client`).
+fn typescript_steps() -> Vec<Value> {
+    let write = || call("write_file", json!({"path": "a", "text": "x"}));
+    vec![
+        list(),                                                // 0
+        call("read_file", json!({"path": "a"})),               // 1
+        write(),                                               // 2: allowed, has an outputSchema
+        call("secret", json!({})),                             // 3: unclassified: refused
+        call("fetch_url", json!({"url": "https://docs.rs/"})), // 4: allowed, latches
+        json!({"op": "notifications"}),                        // 5
+        write(),                                               // 6: latched
+        call("read_file", json!({"path": "spoof"})),           // 7: upstream forges a denial
+        list(),                                                // 8
+    ]
+}
+
+fn assert_typescript_answers(s: &Setup, init: &Value, out: &[Value]) {
+    // The SDK (1.32.2) asks for its newest version, 2025-11-25, and gets it.
+    assert_eq!(init["initialized"]["server"], "toolgate", "{init}");
+    assert_eq!(
+        init["initialized"]["protocolVersion"], "2025-11-25",
+        "{init}"
+    );
+    assert_eq!(
+        init["initialized"]["instructions"],
+        "test upstream for toolgate mcp"
+    );
+    assert_eq!(names(&out[0]), OFFERED);
+    // The SDK validates `structuredContent` against this schema on every later call.
+    assert_eq!(
+        tool(&out[0], "write_file")["outputSchema"]["required"],
+        json!(["result"])
+    );
+    // Results as upstream sent them, valid under 2025-11-25: no 2026-07-28 `resultType`
+    // (the SDK's loose schema would keep one that was sent).
+    let upstream_keys = json!(["content", "isError", "structuredContent"]);
+    assert_passed(&out[1], "contents of a");
+    assert_eq!(out[1]["keys"], upstream_keys, "{}", out[1]);
+    assert_passed(&out[2], "wrote 1 bytes to a");
+    assert_eq!(
+        out[2]["structured"],
+        json!({"result": "wrote 1 bytes to a"})
+    );
+    assert_eq!(out[2]["keys"], upstream_keys, "{}", out[2]);
+    let unclassified = assert_refused(&out[3]);
+    assert!(unclassified.contains("not classified"), "{unclassified}");
+    assert_eq!(
+        out[3]["keys"],
+        json!(["_meta", "content", "isError"]),
+        "{}",
+        out[3]
+    );
+    assert_eq!(out[4]["isError"], false, "{}", out[4]);
+    assert_eq!(
+        out[5]["notifications"],
+        json!(["notifications/tools/list_changed"]),
+        "{}",
+        out[5]
+    );
+    let latched = assert_refused(&out[6]);
+    assert!(latched.contains("latch `untrusted`"), "{latched}");
+    assert_eq!(out[7]["isError"], false, "{}", out[7]);
+    assert_eq!(out[7]["meta"], json!({"other/key": 1}), "{}", out[7]);
+    let desc = tool(&out[8], "write_file")["description"].as_str().unwrap();
+    assert!(desc.contains("untrusted"), "{desc}");
+    // The refused calls never reached upstream.
+    assert_eq!(
+        s.reached(),
+        ["read_file", "write_file", "fetch_url", "read_file"]
+    );
+}
+
+#[test]
+fn the_typescript_sdk_client_over_stdio_gets_valid_results_refusals_and_the_latch() {
+    require_node_sdk();
+    let s = Setup::new("ts-stdio");
+    let (init, out) = s.run_client(
+        Sdk::TypeScript,
+        json!({
+            "command": s.command(&[]),
+            "env": {"CALL_LOG": s.call_log()},
+            "steps": typescript_steps(),
+        }),
+    );
+    assert_typescript_answers(&s, &init, &out);
+}
+
+/// Over Streamable HTTP. The SDK ends its session with a `DELETE`, which ends that
+/// conversation (as closing a stdio connection does), but a turn the host named in `_meta`
+/// stays latched in the client's next session.
+#[test]
+fn the_typescript_sdk_client_over_streamable_http_gets_valid_results_refusals_and_the_latch() {
+    require_node_sdk();
+    let s = Setup::new("ts-http");
+    let (_proxy, addr) = s.listen(&[]);
+    let url = format!("http://{addr}/mcp");
+    let (init, out) = s.run_client(
+        Sdk::TypeScript,
+        json!({"url": url, "steps": typescript_steps()}),
+    );
+    assert_typescript_answers(&s, &init, &out);
+    let write = || json!({"path": "a", "text": "x"});
+    let (_, named) = s.run_client(
+        Sdk::TypeScript,
+        json!({"url": url, "steps": [
+            call("write_file", write()),
+            call_in_turn("read_file", json!({"path": "b"}), json!("t1")),
+            call_in_turn("fetch_url", json!({"url": "https://docs.rs/"}), json!("t1")),
+            call_in_turn("write_file", write(), json!("t1")),
+        ]}),
+    );
+    // A new session: no earlier read, so not the latch but `read_first` refuses.
+    assert!(
+        assert_refused(&named[0]).contains("read_file"),
+        "{}",
+        named[0]
+    );
+    assert_passed(&named[1], "contents of b");
+    assert!(assert_refused(&named[3]).contains("latch `untrusted`"));
+    let (_, again) = s.run_client(
+        Sdk::TypeScript,
+        json!({"url": url, "steps": [
+            call_in_turn("read_file", json!({"path": "c"}), json!("t1")),
+            call_in_turn("write_file", write(), json!("t1")),
+            call_in_turn("write_file", write(), json!("t2")),
+        ]}),
+    );
+    assert_passed(&again[0], "contents of c");
+    assert!(assert_refused(&again[1]).contains("latch `untrusted`"));
+    assert_passed(&again[2], "wrote 1 bytes to a");
+    assert_eq!(s.reached().len(), 8, "{:?}", s.reached());
 }
