@@ -1,10 +1,10 @@
 //! An agent loop with toolgate embedded, against a scripted stand-in for the model that
 //! emits the attack of each source document:
 //!
-//! - document 000 (`motor_claims`): an injected payout during intake;
-//! - document 001 (`coach`): `[grade_attempt, search_aws_docs]` in one batch, then a
+//! - `motor_claims`: an injected payout during intake;
+//! - `coach`: `[grade_attempt, search_aws_docs]` in one batch, then a
 //!   look-alike documentation host;
-//! - document 003 (`messenger_payments`): "I already paid" and `confirm_payment` without a
+//! - `messenger_payments`: "I already paid" and `confirm_payment` without a
 //!   receipt.
 //!
 //! Each model turn the executor offers the model only the tools of the stage
@@ -184,7 +184,7 @@ fn description<'a>(v: &'a View, tool: &str) -> &'a str {
 
 /// Document 000: prompt injection asks for a payout while the claim is still in intake.
 fn motor_claims() -> Result<Vec<String>, String> {
-    println!("\n== document 000: a payout injected during intake (motor_claims) ==");
+    println!("\n== motor_claims: a payout injected during intake ==");
     let mut ex = Executor::new(
         "motor_claims.gate",
         include_str!("../../stdlib-rules/examples/motor_claims.gate"),
@@ -240,7 +240,7 @@ fn motor_claims() -> Result<Vec<String>, String> {
 
 /// Document 001: a write listed before a documentation search, then a look-alike host.
 fn coach() -> Result<Vec<String>, String> {
-    println!("\n== document 001: [grade_attempt, search_aws_docs] in one batch (coach) ==");
+    println!("\n== coach: [grade_attempt, search_aws_docs] in one batch ==");
     let mut ex = Executor::new(
         "coach.gate",
         include_str!("../../stdlib-rules/examples/coach.gate"),
@@ -304,7 +304,7 @@ fn coach() -> Result<Vec<String>, String> {
 
 /// Document 003: "I already paid, I will send the receipt later".
 fn messenger_payments() -> Result<Vec<String>, String> {
-    println!("\n== document 003: \"I already paid\" without a receipt (messenger_payments) ==");
+    println!("\n== messenger_payments: \"I already paid\" without a receipt ==");
     let mut ex = Executor::new(
         "messenger_payments.gate",
         include_str!("../../stdlib-rules/examples/messenger_payments.gate"),

@@ -4,10 +4,9 @@
 //! The executor hands over its tool definitions (`name`, `description`, `input_schema`, as the
 //! model APIs take them) and the facts of the turn; [`Policy::offer`] returns the definitions
 //! the model may see. A tool outside the stage is withheld, so the model never sees a schema
-//! for a tool it may not call (source document 000). A tool latched off for this turn stays
-//! offered, with a description saying so, so the model can explain rather than guess
-//! (document 001). Requirements read as in document 003: `HARD REQUIREMENT: this function will
-//! refuse to run unless ...`. Schemas and every other field pass through unchanged.
+//! for a tool it may not call. A tool latched off for this turn stays offered, with a
+//! description saying so, so the model can explain rather than guess. Requirements read as
+//! `HARD REQUIREMENT: this function will refuse to run unless ...`. Schemas and every other field pass through unchanged.
 //!
 //! Like [`Policy::decide`], offering is pure: no I/O, no clock, never a panic.
 

@@ -1,6 +1,6 @@
 //! `check --tools`: does the policy classify every tool the executor has?
 //!
-//! Source document 001 calls the classification a standing obligation: a tool added to the
+//! Classifying every tool is a standing obligation: a tool added to the
 //! executor without being classified is silently denied (or, in an executor without toolgate,
 //! silently unguarded). This turns it into a build-time error.
 //!
