@@ -876,15 +876,20 @@ fn codex_events_get_only_denials_in_codexs_own_format() {
     assert!(refusal(run(codex_pre("t1", "Bash", "git push --force"))).contains("no_force"));
     // `called_before` counts only a call that succeeded.
     assert!(!refusal(run(codex_pre("t1", "mcp__github__create_issue", ""))).is_empty());
-    assert_eq!(
-        run(codex_post(
-            "t1",
-            "mcp__github__get_issue",
-            json!({"is_error": true})
-        )),
-        None
-    );
-    refusal(run(codex_pre("t1", "mcp__github__create_issue", "")));
+    // Neither a reported failure (in Codex's or MCP's spelling) nor a response that cannot
+    // show success counts.
+    for response in [
+        json!({"is_error": true}),
+        json!({"isError": true}),
+        json!("done"),
+        json!({"exit_code": 1}),
+    ] {
+        assert_eq!(
+            run(codex_post("t1", "mcp__github__get_issue", response)),
+            None
+        );
+        refusal(run(codex_pre("t1", "mcp__github__create_issue", "")));
+    }
     run(codex_post(
         "t1",
         "mcp__github__get_issue",

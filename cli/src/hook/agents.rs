@@ -374,7 +374,7 @@ fn codex(e: &Map<String, Value>) -> Result<Event, EventError> {
             args: args(e, "tool_input")?,
         },
         // One event for success and failure: a response that reports an error or a
-        // non-zero exit is a failed call, which `called_before` does not count.
+        // non-zero exit, or that is no object at all, is not counted by `called_before`.
         "PostToolUse" => Event::AfterTool {
             session: session()?,
             turn: turn()?,
@@ -388,13 +388,17 @@ fn codex(e: &Map<String, Value>) -> Result<Event, EventError> {
     })
 }
 
-/// Whether a Codex `tool_response` reports a failure: `is_error: true`, an `error`, or a
-/// non-zero `exit_code`.
+/// Whether a Codex `tool_response` cannot be taken as a success: a failure it reports
+/// (`is_error` or MCP's `isError` true, an `error`, a non-zero `exit_code`), or a response
+/// that is not an object, which cannot show success either way. `called_before` then does
+/// not count the call: unsure is not counted.
 fn codex_failed(response: Option<&Value>) -> bool {
     let Some(Value::Object(r)) = response else {
-        return false;
+        return true;
     };
-    r.get("is_error").and_then(Value::as_bool) == Some(true)
+    let flagged = |key: &str| r.get(key).and_then(Value::as_bool) == Some(true);
+    flagged("is_error")
+        || flagged("isError")
         || r.get("error").is_some_and(|e| !e.is_null())
         || r.get("exit_code")
             .and_then(Value::as_i64)
