@@ -76,43 +76,12 @@ pub fn near_standard_fact(key: &str) -> Option<&'static str> {
             let d = if s.eq_ignore_ascii_case(key) || cut_short {
                 0
             } else {
-                bounded_distance(key.as_bytes(), s.as_bytes(), limit)?
+                toolgate_lang::edit_distance_within(key.as_bytes(), s.as_bytes(), limit)?
             };
             (d <= limit).then_some((d, s))
         })
         .min()
         .map(|(_, s)| s)
-}
-
-/// The optimal-string-alignment distance of two short byte strings (inserts, deletes,
-/// substitutions, adjacent swaps), when it is at most `limit`; `None` past it, or when a
-/// string is longer than the stack rows hold.
-fn bounded_distance(a: &[u8], b: &[u8], limit: usize) -> Option<usize> {
-    const MAX: usize = 32;
-    if a.len() > MAX || b.len() > MAX || a.len().abs_diff(b.len()) > limit {
-        return None;
-    }
-    let mut before = [0usize; MAX + 1];
-    let mut prev = [0usize; MAX + 1];
-    let mut row = [0usize; MAX + 1];
-    for (j, cell) in prev.iter_mut().enumerate().take(b.len() + 1) {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        row[0] = i;
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut d = (prev[j] + 1).min(row[j - 1] + 1).min(prev[j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                d = d.min(before[j - 2] + 1);
-            }
-            row[j] = d;
-        }
-        before = prev;
-        prev = row;
-    }
-    let d = prev[b.len()];
-    (d <= limit).then_some(d)
 }
 
 /// A message's author (`client` for the customer).

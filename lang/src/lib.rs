@@ -18,4 +18,4 @@ pub use diagnostic::{render_all, Diagnostic, Severity};
 pub use fmt::{format_source, MAX_WIDTH};
 pub use parser::{parse, parse_at, parse_invariants};
 pub use span::{LineCol, SourceFile, Span};
-pub use suggest::did_you_mean;
+pub use suggest::{did_you_mean, edit_distance_within};
