@@ -22,8 +22,9 @@ pub struct AppState {
     pub store: PolicyStore,
     /// Turn-scoped latch state by session: in memory, or in a shared store.
     pub sessions: TurnState,
-    /// Coding-agent hook sessions (`/v1/hooks/{agent}`), in the one turn model.
-    pub hook_sessions: toolgate_turns::TurnsMap,
+    /// Coding-agent hook sessions (`/v1/hooks/{agent}`), in the one turn model: in memory,
+    /// or beside `sessions` in the shared store.
+    pub hook_sessions: super::turn_state::HookSessions,
     /// Counters and histograms.
     pub metrics: Metrics,
     /// The decision log.

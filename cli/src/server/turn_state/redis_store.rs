@@ -18,6 +18,10 @@
 //! [`Unavailable`]; the caller then judges fail-closed. A write that timed out may still have
 //! happened: it only ever sets latches, so that errs towards latched.
 
+mod hooks;
+
+pub use hooks::{HookKey, SharedHookError};
+
 use super::latches;
 use super::stats::{Failure, Stats};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -138,6 +142,7 @@ pub struct RedisStore {
     conn: ConnectionManager,
     exchange: Script,
     peek: Script,
+    hook: Script,
     timeout: Duration,
     prefix: String,
     limits: SessionLimits,
@@ -225,6 +230,7 @@ impl RedisStore {
             conn,
             exchange: Script::new(&source(include_str!("exchange.lua"))),
             peek: Script::new(&source(include_str!("peek.lua"))),
+            hook: Script::new(&source(include_str!("hook.lua"))),
             timeout: config.timeout,
             prefix: config.prefix.clone(),
             limits,
@@ -282,6 +288,17 @@ impl RedisStore {
         turn: &str,
     ) -> redis::ScriptInvocation<'s> {
         let (hash, old) = session_keys(&self.prefix, policy, session);
+        self.invocation(script, [&hash, &old], turn)
+    }
+
+    /// An invocation of `script` (common.lua's layout) on a session's two keys, with the
+    /// marker and this replica's view of it.
+    fn invocation<'s>(
+        &'s self,
+        script: &'s Script,
+        [hash, old]: [&str; 2],
+        turn: &str,
+    ) -> redis::ScriptInvocation<'s> {
         let (epoch, seq) = self.known();
         let mut inv = script.prepare_invoke();
         inv.key(hash)
