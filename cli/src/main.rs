@@ -2,7 +2,6 @@
 
 mod bundle;
 mod command;
-mod hook;
 mod http_client;
 mod log_text;
 mod mcp;

@@ -1,6 +1,6 @@
 //! `POST /v1/hooks/{agent}`: coding-agent hook events over HTTP, for agents configured with
 //! HTTP hooks (Claude Code's `"type": "http"`). The same judge as `toolgate hook` (the
-//! `hook` module) over the same turn model (`toolgate_turns::SessionTurns`), with each
+//! `toolgate-hooks` crate) over the same turn model (`toolgate_turns::SessionTurns`), with each
 //! session's state held instead of in a file in memory ([`toolgate_turns::TurnsMap`]), or,
 //! under `--state redis://...`, in the shared store beside the batches' turn state, so every
 //! replica judges a session alike ([`super::turn_state::HookSessions`]).
@@ -13,8 +13,6 @@
 
 use super::state::AppState;
 use super::turn_state::redis_store::HookKey;
-use crate::hook::agents::Agent;
-use crate::hook::{Answer, Event, Judge};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
@@ -24,6 +22,8 @@ use axum::{Extension, Json};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use toolgate_hooks::agents::Agent;
+use toolgate_hooks::{Answer, Event, Judge};
 use toolgate_turns::{TurnsMap, TurnsMapLimits};
 
 /// The path prefix of the hook endpoints.
