@@ -253,7 +253,7 @@ impl AppState {
                 eprintln!(
                     "toolgate: reload ({trigger}) failed; still serving generation {} ({serving}):\n{}",
                     *generation,
-                    crate::log_text::escape_keeping_lines(&diagnostics)
+                    toolgate_loader::log_text::escape_keeping_lines(&diagnostics)
                 );
                 if let Ok(mut g) = self.last_attempt.lock() {
                     *g = Some(report(false, Some(diagnostics.clone())));
