@@ -128,6 +128,15 @@ test('a call the policy cannot judge is refused; its step is still judged, malfo
   assert.equal(result.text, 'ok');
 });
 
+test('a step that cannot be judged whole still records the latches its tools set', async () => {
+  // A call id given twice makes the step a request error; the search still latches it, so
+  // the grade, executed first, is refused.
+  const { ran } = await runSteps([
+    [['dup', 'grade_attempt', '{"score":1}'], ['dup', 'search_aws_docs', '{"q":"x"}']],
+  ]);
+  assert.deepEqual(ran, ['search_aws_docs']);
+});
+
 test('a call id a later step reuses is judged as the call it is, not by the earlier verdict', async () => {
   // Providers that number calls per message reuse `call_0`; a verdict belongs to its step.
   const { ran, shown } = await runSteps([
