@@ -2037,3 +2037,65 @@ fn rename_tools(text: &str, rename: &dyn Fn(&str) -> Option<&'static str>) -> St
     out.pop();
     out
 }
+
+/// `mcp --listen` runs on the server's hardened accept loop (issue 23: the copies had
+/// drifted): a connection cap answered with a 503, a deadline on request headers, and a
+/// bound on a request body's size and time, so one client cannot hold the proxy's sockets
+/// or memory.
+#[test]
+fn the_listener_caps_connections_headers_and_bodies() {
+    if !python_ready() {
+        return;
+    }
+    use std::net::TcpStream;
+    let s = Setup::new("listen-limits");
+    let (_proxy, addr) = s.listen(&[
+        "--max-connections",
+        "2",
+        "--header-timeout-ms",
+        "300",
+        "--body-timeout-ms",
+        "300",
+        "--max-body",
+        "1024",
+    ]);
+    // A client that sends half a request head is closed at the header deadline.
+    let mut slow = TcpStream::connect(&addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let started = Instant::now();
+    let mut sink = Vec::new();
+    let _ = slow.read_to_end(&mut sink);
+    assert!(started.elapsed() < Duration::from_secs(4), "never closed");
+    // Two connections hold the cap; a third is answered 503 and closed.
+    let held: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut third = TcpStream::connect(&addr).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut answer = String::new();
+    let _ = third.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    drop(held);
+    std::thread::sleep(Duration::from_millis(200));
+    // A body over --max-body is refused with a JSON-RPC error, before the proxy reads on.
+    let big = json!({"jsonrpc": "2.0", "id": 9, "method": "initialize",
+                     "params": {"pad": "x".repeat(2048)}});
+    let (status, body) = http_post(&addr, &[], &big.to_string());
+    assert!(status.contains(" 413 "), "{status} {body}");
+    let message: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(message["error"]["code"], -32000, "{message}");
+    // A body that does not arrive within --body-timeout-ms is refused.
+    let mut stalled = TcpStream::connect(&addr).unwrap();
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    stalled
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{")
+        .unwrap();
+    let mut answer = String::new();
+    let _ = stalled.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+}

@@ -71,6 +71,12 @@ pub struct Args {
     /// (repeatable).
     #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "listen")]
     allow_origins: Vec<String>,
+    /// With --listen: the largest request body, in bytes (413 beyond it).
+    #[arg(long, value_name = "BYTES", default_value_t = 4 << 20, requires = "listen")]
+    max_body: usize,
+    /// With --listen: timeouts and the connection cap, as `toolgate serve` takes them.
+    #[command(flatten)]
+    http: super::http_args::HttpArgs,
     /// The upstream MCP server to start, with its arguments (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -114,6 +120,8 @@ async fn serve(args: &Args, config: Config) -> Result<(), String> {
             idle: args.session_idle,
             keep_expired: args.keep_expired,
             allow_origins: args.allow_origins.clone(),
+            http: args.http.limits(),
+            max_body: args.max_body,
         };
         return crate::mcp::http::serve(config, upstream, &listen).await;
     }

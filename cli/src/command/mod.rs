@@ -7,6 +7,7 @@ pub mod diff;
 pub mod eval;
 pub mod fmt;
 pub mod hook;
+mod http_args;
 pub mod mcp;
 pub mod offer;
 mod paths;

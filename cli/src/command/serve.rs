@@ -1,7 +1,7 @@
 //! `toolgate serve DIR`: run the decision server over a policy directory.
 
 use crate::server::decision_log::LogMode;
-use crate::server::{self, Config, HttpLimits, Limits, RedisConfig, StoreTls};
+use crate::server::{self, Config, Limits, RedisConfig, StoreTls};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -104,19 +104,9 @@ pub struct Args {
     /// Most bytes the session store holds (ids, turns, latch names); refused as above.
     #[arg(long, default_value_t = 64 << 20)]
     max_session_bytes: usize,
-    /// Milliseconds a client may take from opening a connection (or finishing a request) to
-    /// the last byte of the next request's headers.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
-    header_timeout_ms: u64,
-    /// Milliseconds a client may take to send a request body once its headers are in (408).
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
-    body_timeout_ms: u64,
-    /// Milliseconds a keep-alive connection may sit with no request and no byte moving.
-    #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..))]
-    idle_timeout_ms: u64,
-    /// Most connections open at once; beyond it a connection gets a 503 and is closed.
-    #[arg(long, default_value_t = 1024)]
-    max_connections: usize,
+    /// Timeouts and the connection cap.
+    #[command(flatten)]
+    http: super::http_args::HttpArgs,
     /// An origin (`https://console.example.com`) whose browser pages may call the server;
     /// repeat for several. Requests with any other `Origin` header are refused (403).
     #[arg(long = "allow-origin")]
@@ -233,12 +223,7 @@ pub fn config(args: &Args) -> Config {
             max_sessions: args.max_sessions,
             max_bytes: args.max_session_bytes,
         },
-        http: HttpLimits {
-            header_timeout: Duration::from_millis(args.header_timeout_ms),
-            body_timeout: Duration::from_millis(args.body_timeout_ms),
-            idle_timeout: Duration::from_millis(args.idle_timeout_ms),
-            max_connections: args.max_connections,
-        },
+        http: args.http.limits(),
         allow_origins: args.allow_origins.clone(),
         deny_warnings: args.deny_warnings,
         log: args.log,

@@ -12,6 +12,11 @@
 //! SDK's keep-alive, 300 s by default). A session that ends leaves its latched turns behind
 //! ([`super::expired`]), so re-initialising does not clear a latch.
 //!
+//! Connections are the decision server's: the same accept loop (`server::conn`), with its
+//! connection cap (`--max-connections`, a 503 beyond it), header deadline and idle timeout,
+//! and every request body is read whole, up to `--max-body` and within `--body-timeout-ms`
+//! (413 and 408 otherwise, as JSON-RPC errors), before the SDK sees it.
+//!
 //! The listener takes the SDK's defence against DNS rebinding (requests whose `Host` is not a
 //! loopback name are refused) and checks `Origin` as the Streamable HTTP spec requires: a
 //! request that carries one must come from a loopback origin or one `--allow-origin` names.
@@ -26,6 +31,8 @@
 use super::expired::Expired;
 use super::upstream::Upstream;
 use super::{Config, Proxy};
+use crate::server::conn::ConnHost;
+use crate::server::{HttpLimits, Refusal};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
@@ -40,12 +47,6 @@ use std::time::Duration;
 
 /// The path the MCP endpoint is served at.
 pub const PATH: &str = "/mcp";
-
-/// Largest `initialize` body read to answer a refusal with its request id.
-const MAX_INIT_BODY: usize = 1 << 20;
-
-/// Largest body read to compare the mirrored routing headers with it.
-const MAX_MIRRORED_BODY: usize = 16 << 20;
 
 /// The JSON-RPC error code of a request whose headers disagree with its body (SEP-2243).
 const HEADER_MISMATCH: i64 = -32020;
@@ -63,12 +64,30 @@ pub struct Listen {
     pub keep_expired: Duration,
     /// Origins besides loopback ones that a request may come from.
     pub allow_origins: Vec<String>,
+    /// Timeouts and the connection cap of the accept loop.
+    pub http: HttpLimits,
+    /// Largest request body, in bytes.
+    pub max_body: usize,
 }
 
 struct Gate {
     sessions: Arc<LocalSessionManager>,
     max_sessions: usize,
     allow_origins: Vec<String>,
+    max_body: usize,
+    body_timeout: Duration,
+}
+
+/// The listener as the accept loop's host: no metrics, and the JSON 503 for a connection
+/// over the cap.
+struct Connections(HttpLimits);
+
+impl ConnHost for Connections {
+    fn limits(&self) -> HttpLimits {
+        self.0
+    }
+
+    fn refused(&self, _: Refusal) {}
 }
 
 /// Serves MCP over Streamable HTTP on `listen` until SIGINT or SIGTERM.
@@ -102,6 +121,8 @@ pub async fn serve(config: Arc<Config>, upstream: Upstream, listen: &Listen) -> 
             .iter()
             .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
             .collect(),
+        max_body: listen.max_body,
+        body_timeout: listen.http.body_timeout,
     });
     let router = axum::Router::new()
         .nest_service(PATH, service)
@@ -116,14 +137,22 @@ pub async fn serve(config: Arc<Config>, upstream: Upstream, listen: &Listen) -> 
     // Handlers go in before the announcement, so a signal sent on reading it is handled.
     let stop = crate::signals::Stop::install()?;
     eprintln!("toolgate mcp: serving MCP at http://{local}{PATH}");
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
+    crate::server::conn::serve(
+        listener,
+        router,
+        Arc::new(Connections(listen.http)),
+        async move {
             stop.recv().await;
             shutdown.cancel();
-        })
-        .await
-        .map_err(|e| format!("the HTTP listener failed: {e}"))
+        },
+        DRAIN,
+    )
+    .await;
+    Ok(())
 }
+
+/// How long open connections may take to finish after SIGTERM.
+const DRAIN: Duration = Duration::from_secs(10);
 
 /// A JSON-RPC error answer with `status`.
 fn rpc_error(status: StatusCode, id: Value, code: i64, message: String) -> Response {
@@ -184,6 +213,10 @@ async fn admit(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Respo
             );
         }
     }
+    let req = match whole_body(req, gate.max_body, gate.body_timeout).await {
+        Ok(req) => req,
+        Err(refused) => return refused,
+    };
     let req = match mirrored_headers_agree(req).await {
         Ok(req) => req,
         Err(refused) => return refused,
@@ -194,10 +227,7 @@ async fn admit(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Respo
         return next.run(req).await;
     }
     let (parts, body) = req.into_parts();
-    let bytes = match http_body_util::Limited::new(body, MAX_INIT_BODY)
-        .collect()
-        .await
-    {
+    let bytes = match body.collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => Default::default(),
     };
@@ -215,6 +245,34 @@ async fn admit(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Respo
             gate.max_sessions
         ),
     )
+}
+
+/// The request with its body read whole into memory, or the refusal of one that is over
+/// `max_body` bytes (413) or does not arrive within `timeout` (408), as a JSON-RPC error.
+async fn whole_body(req: Request, max_body: usize, timeout: Duration) -> Result<Request, Response> {
+    let (parts, body) = req.into_parts();
+    let read = tokio::time::timeout(
+        timeout,
+        http_body_util::Limited::new(body, max_body).collect(),
+    );
+    match read.await {
+        Ok(Ok(b)) => Ok(Request::from_parts(parts, Body::from(b.to_bytes()))),
+        Ok(Err(_)) => Err(rpc_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Value::Null,
+            -32000,
+            format!("toolgate mcp: the request body is over the proxy's {max_body}-byte limit (--max-body)"),
+        )),
+        Err(_) => Err(rpc_error(
+            StatusCode::REQUEST_TIMEOUT,
+            Value::Null,
+            -32000,
+            format!(
+                "toolgate mcp: the request body did not arrive within {} ms",
+                timeout.as_millis()
+            ),
+        )),
+    }
 }
 
 /// The methods whose target `Mcp-Name` mirrors (`params.name`, or `params.uri`).
@@ -257,15 +315,13 @@ async fn mirrored_headers_agree(req: Request) -> Result<Request, Response> {
         return Ok(req);
     }
     let (parts, body) = req.into_parts();
-    let bytes = match http_body_util::Limited::new(body, MAX_MIRRORED_BODY)
-        .collect()
-        .await
-    {
+    // The body is already in memory (`whole_body`).
+    let bytes = match body.collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => {
             return Err(refuse(
                 Value::Null,
-                format!("a request with routing headers is read whole, up to {MAX_MIRRORED_BODY} bytes, to check them; this one is larger or unreadable"),
+                "the request body cannot be read".into(),
             ))
         }
     };

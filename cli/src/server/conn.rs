@@ -1,5 +1,9 @@
 //! The accept loop: a cap on open connections, a deadline on request headers, an idle
 //! timeout on keep-alive connections, and JSON bodies on the errors hyper answers itself.
+//!
+//! Every HTTP listener toolgate runs goes through it (the decision server and
+//! `mcp --listen`); what differs is the [`ConnHost`]: where refusals are counted and what a
+//! connection over the cap is told.
 
 use super::api_error::ApiError;
 use super::metrics::Refusal;
@@ -56,16 +60,58 @@ const REFUSAL_LINGER: Duration = Duration::from_millis(200);
 /// Most refused connections lingering at once; beyond it they are closed at once.
 const REFUSALS_LINGERING: usize = 64;
 
+/// What a listener's accept loop reports to, and asks of, the server it runs.
+pub trait ConnHost: Send + Sync + 'static {
+    /// The timeouts and the connection cap.
+    fn limits(&self) -> HttpLimits;
+    /// A connection or request refused by the loop (over the cap, timed out, malformed).
+    fn refused(&self, why: Refusal);
+    /// A connection accepted.
+    fn opened(&self) {}
+    /// An accepted connection closed.
+    fn closed(&self) {}
+    /// The raw answer to a connection over the cap whose request head begins `head`, when it
+    /// is not the JSON 503 every other one gets.
+    fn over_capacity(&self, _head: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+}
+
+/// The decision server: its metrics count the loop's refusals, and a coding-agent hook
+/// request over the cap gets a denial in the agent's format.
+impl ConnHost for AppState {
+    fn limits(&self) -> HttpLimits {
+        self.http
+    }
+
+    fn refused(&self, why: Refusal) {
+        self.metrics.refused(why);
+    }
+
+    fn opened(&self) {
+        self.metrics.connections_total.fetch_add(1, Relaxed);
+        self.metrics.connections_open.fetch_add(1, Relaxed);
+    }
+
+    fn closed(&self) {
+        self.metrics.connections_open.fetch_sub(1, Relaxed);
+    }
+
+    fn over_capacity(&self, head: &[u8]) -> Option<Vec<u8>> {
+        super::hooks::agent_of_head(head).map(super::hooks::over_capacity)
+    }
+}
+
 /// Serves `app` on `listener` until `shutdown` resolves, then waits for open connections to
 /// finish their requests (at most `drain`).
-pub async fn serve(
+pub async fn serve<H: ConnHost>(
     listener: TcpListener,
     app: Router,
-    state: Arc<AppState>,
+    state: Arc<H>,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) {
-    let limits = state.http;
+    let limits = state.limits();
     let permits = Arc::new(Semaphore::new(
         limits.max_connections.clamp(1, Semaphore::MAX_PERMITS),
     ));
@@ -91,18 +137,17 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
-            state.metrics.refused(Refusal::Connections);
-            refuse(stream, &lingering, limits.max_connections);
+            state.refused(Refusal::Connections);
+            refuse(stream, &lingering, limits.max_connections, state.clone());
             continue;
         };
-        state.metrics.connections_total.fetch_add(1, Relaxed);
-        state.metrics.connections_open.fetch_add(1, Relaxed);
+        state.opened();
         let in_flight = Arc::new(AtomicUsize::new(0));
         let io = GuardedIo::new(
             stream,
             limits.idle_timeout,
             in_flight.clone(),
-            state.clone(),
+            state.clone() as Arc<dyn ConnHost>,
         );
         let app = app.clone();
         let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
@@ -119,7 +164,7 @@ pub async fn serve(
         tokio::spawn(async move {
             // Refusals are counted by the socket wrapper, before the client can see them.
             let _ = conn.await;
-            state.metrics.connections_open.fetch_sub(1, Relaxed);
+            state.closed();
             drop(permit);
         });
     }
@@ -127,11 +172,11 @@ pub async fn serve(
     let _ = tokio::time::timeout(drain, graceful.shutdown()).await;
 }
 
-/// Answers a connection over the cap with a JSON 503 and closes it. A coding-agent hook
-/// request (`POST /v1/hooks/AGENT`) gets a 200 denial in the agent's format instead, since an
-/// agent runs the call on any other answer: the request head is read first (within the
-/// linger time) to tell which it is.
-fn refuse(stream: TcpStream, lingering: &Arc<Semaphore>, cap: usize) {
+/// Answers a connection over the cap with a JSON 503 and closes it, unless the host answers
+/// its request otherwise ([`ConnHost::over_capacity`]: the server's coding-agent hook
+/// requests get a 200 denial in the agent's format, since an agent runs the call on any other
+/// answer); the request head is read first (within the linger time) to tell which it is.
+fn refuse<H: ConnHost>(stream: TcpStream, lingering: &Arc<Semaphore>, cap: usize, host: Arc<H>) {
     let response = ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "too_many_connections",
@@ -157,10 +202,7 @@ fn refuse(stream: TcpStream, lingering: &Arc<Semaphore>, cap: usize) {
             }
         })
         .await;
-        let answer = match super::hooks::agent_of_head(&head[..got]) {
-            Some(agent) => super::hooks::over_capacity(agent),
-            None => response,
-        };
+        let answer = host.over_capacity(&head[..got]).unwrap_or(response);
         let _ = stream.write_all(&answer).await;
         // Read what the client sent, so closing does not reset the connection before it
         // reads the answer.
@@ -203,7 +245,7 @@ struct GuardedIo {
     idle: Duration,
     deadline: Pin<Box<Sleep>>,
     in_flight: Arc<AtomicUsize>,
-    state: Arc<AppState>,
+    state: Arc<dyn ConnHost>,
     /// A replacement response still to be written, and how much of it is.
     pending: Option<(Vec<u8>, usize)>,
     /// Bytes of a request have been read and nothing written since: a request is unanswered.
@@ -219,7 +261,7 @@ impl GuardedIo {
         inner: TcpStream,
         idle: Duration,
         in_flight: Arc<AtomicUsize>,
-        state: Arc<AppState>,
+        state: Arc<dyn ConnHost>,
     ) -> Self {
         GuardedIo {
             inner,
@@ -243,7 +285,7 @@ impl GuardedIo {
     /// timeout, so a client that stops reading cannot hold a connection slot forever.
     fn stalled<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
         if self.deadline.as_mut().poll(cx).is_ready() {
-            self.state.metrics.refused(Refusal::IdleTimeout);
+            self.state.refused(Refusal::IdleTimeout);
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "the client stopped reading",
@@ -294,7 +336,7 @@ impl AsyncRead for GuardedIo {
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => {
                 if this.in_flight.load(Relaxed) == 0 && this.deadline.as_mut().poll(cx).is_ready() {
-                    this.state.metrics.refused(Refusal::IdleTimeout);
+                    this.state.refused(Refusal::IdleTimeout);
                     this.idled = true;
                     // End of stream: hyper closes an idle connection quietly.
                     return Poll::Ready(Ok(()));
@@ -344,7 +386,7 @@ impl AsyncWrite for GuardedIo {
         let this = &mut *self;
         ready!(this.poll_pending(cx))?;
         if let Some(status) = automatic_error(buf) {
-            this.state.metrics.refused(Refusal::Malformed);
+            this.state.refused(Refusal::Malformed);
             this.unanswered = false;
             this.pending = Some((json_for(status), 0));
             ready!(this.poll_pending(cx))?;
@@ -384,7 +426,7 @@ impl Drop for GuardedIo {
             // Half a request, not cut by the idle timeout nor by the client, and no handler
             // running: hyper's header deadline passed.
             if !self.idled && !self.eof && self.in_flight.load(Relaxed) == 0 {
-                self.state.metrics.refused(Refusal::HeaderTimeout);
+                self.state.refused(Refusal::HeaderTimeout);
             }
             let timeout = ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,

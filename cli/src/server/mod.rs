@@ -9,7 +9,7 @@
 
 mod api_error;
 pub mod bundle;
-mod conn;
+pub mod conn;
 pub mod decision_log;
 mod guard;
 mod hooks;
@@ -26,6 +26,7 @@ mod turn_state;
 
 pub use conn::HttpLimits;
 pub use limits::Limits;
+pub use metrics::Refusal;
 pub use turn_state::redis_store::{RedisConfig, StoreTls};
 
 use axum::extract::DefaultBodyLimit;
