@@ -1,18 +1,25 @@
 -- The state a turn would carry, changing nothing (`/v1/offer`).
 
-local in_loss, epoch, lost_at, seq = marker(false)
-seq = tostring(seq)
-if redis.call('SISMEMBER', KEYS[2], turn) == 1 then return {'expired', '*', epoch, seq} end
-local held = redis.call('HGET', KEYS[1], 't:' .. turn)
-if not held then
-  if in_loss then return {'expired', '*', epoch, seq} end
-  return {'new', '', epoch, seq}
+local in_loss = marker()
+local s = num(seq)
+local seen, old, ids, ls, fs, n = load()
+if (not seen or old > 0) and redis.call('SISMEMBER', KEYS[2], turn) == 1 then
+  return {'expired', '*', epoch, s}
 end
-local first = tonumber(redis.call('HGET', KEYS[1], 'f:' .. turn) or '0')
-if in_loss and first < lost_at then return {'expired', '*', epoch, seq} end
-local seen = tonumber(redis.call('HGET', KEYS[1], 'seen') or now)
+local at
+for i = 1, (n or 0) do
+  if ids[i] == turn then
+    at = i
+    break
+  end
+end
+if not at then
+  if in_loss then return {'expired', '*', epoch, s} end
+  return {'new', '', epoch, s}
+end
+if in_loss and fs[at] < lost_at then return {'expired', '*', epoch, s} end
 if now - seen > ttl then
-  if held ~= '' then return {'expired', '*', epoch, seq} end
-  return {'new', '', epoch, seq}
+  if ls[at] ~= '' then return {'expired', '*', epoch, s} end
+  return {'new', '', epoch, s}
 end
-return {'carried', held, epoch, seq}
+return {'carried', ls[at], epoch, s}
