@@ -3,6 +3,8 @@
 //! that is down, restarted or slow makes the server fail closed with kind `state`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "server_state/cluster.rs"]
+mod cluster;
 mod redis_support;
 mod server_support;
 #[path = "server_state/tls.rs"]

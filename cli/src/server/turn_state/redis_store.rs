@@ -173,7 +173,11 @@ fn cluster_nodes(url: &str) -> Option<Result<Vec<String>, String>> {
     if !CLUSTER_SCHEMES.contains(&scheme) {
         return None;
     }
-    let node_scheme = if scheme.contains("s+") { "rediss" } else { "redis" };
+    let node_scheme = if scheme.starts_with("rediss+") || scheme.starts_with("valkeys+") {
+        "rediss"
+    } else {
+        "redis"
+    };
     let (auth, hosts) = match rest.rsplit_once('@') {
         Some((auth, hosts)) => (format!("{auth}@"), hosts),
         None => (String::new(), rest),
@@ -381,6 +385,8 @@ impl RedisStore {
         let conn = match cluster_nodes(&config.url) {
             Some(nodes) => {
                 let nodes = nodes?;
+                // A TLS cluster's node connections need rustls' process-wide provider.
+                crate::http_client::install_crypto();
                 let mut builder = ClusterClientBuilder::new(nodes)
                     .connection_timeout(config.timeout)
                     .response_timeout(config.timeout)
@@ -390,11 +396,13 @@ impl RedisStore {
                     builder = builder.certs(config.tls.certificates()?);
                 }
                 let client = builder.build().map_err(|e| e.to_string())?;
-                StoreConnection::Cluster(client.get_pending_async_connection_with_config(
-                    redis::cluster::ClusterConfig::new()
-                        .set_connection_timeout(config.timeout)
-                        .set_response_timeout(config.timeout),
-                ))
+                StoreConnection::Cluster(
+                    client.get_pending_async_connection_with_config(
+                        redis::cluster::ClusterConfig::new()
+                            .set_connection_timeout(config.timeout)
+                            .set_response_timeout(config.timeout),
+                    ),
+                )
             }
             None => {
                 let client = config.tls.client(&config.url)?;
