@@ -40,8 +40,12 @@ export interface Facts {
 /** One flag for policies with at most one latch, else one flag per latch name. */
 export type LatchState = boolean | { [latch: string]: boolean };
 
+/**
+ * Why a call was denied. `state`: a server that keeps turn state could not read or write it
+ * (`toolgate serve --state`); the engine never gives it itself.
+ */
 export type DenyKind =
-  | 'unclassified' | 'stage' | 'latch' | 'host' | 'args' | 'precondition' | 'rule';
+  | 'unclassified' | 'stage' | 'latch' | 'host' | 'args' | 'precondition' | 'rule' | 'state';
 
 /** The decision for one call. A denial is a result, never an exception. */
 export interface Decision {
@@ -158,22 +162,112 @@ export declare class RequestError extends Error {
   readonly field: string | null;
 }
 
-/** The state of one user turn: create one per user message, judge its calls through it. */
+/**
+ * A turn that cannot be judged: the policy no longer declares a latch set in it (a reload, a
+ * policy swapped mid-turn), the session holds the most latched turns one session may, or one
+ * turn came under too many ids. Every call of it is denied until the user's next message.
+ */
+export declare class TurnError extends Error {
+  constructor(message: string, kind?: TurnErrorKind);
+  readonly name: 'TurnError';
+  readonly kind: TurnErrorKind | null;
+}
+
+export type TurnErrorKind = 'policy_changed' | 'too_many_turns' | 'too_many_ids';
+
+/** A `facts.called` entry: a call that ran, and how many turns ago (absent: unknown). */
+export interface CalledEntry {
+  tool: string;
+  ok: boolean;
+  turns_ago?: number;
+}
+
+/**
+ * The turn state of one session: the Rust turn model every toolgate surface shares
+ * (`toolgate-turns`). Its recent turns are known by their ids, each with its own latches; an
+ * id never seen starts a turn, a known one goes back to its own turn whatever came after it,
+ * and a latched turn pushed out of the 16 kept is judged with every latch set.
+ */
+export declare class TurnState {
+  /** A session with no turn signalled yet. */
+  constructor();
+  /**
+   * The explicit new-turn signal (a user message), with the turn's id when there is one. A
+   * signal of a known id changes nothing. Throws TurnError when the session is full.
+   */
+  signal(policy: Policy, id?: string): void;
+  /**
+   * Judges a batch as a call of turn `turn` (default: the request's `turn`, else the current
+   * turn), with the turn's latches ORed into `facts.latched` and the session's recorded calls
+   * after `facts.called`, and records the latches the judgement set. With `batch` (the id of
+   * the model message) the verdicts are kept for `decision`. Throws RequestError for a
+   * request that cannot be read (the state is unchanged), TurnError for a turn that cannot
+   * be judged.
+   */
+  judge(policy: Policy, request: DecideRequest | string, turn?: string, batch?: string): Response;
+  /** `judge`, answering the response as JSON text. */
+  judgeText(policy: Policy, request: DecideRequest | string, turn?: string, batch?: string): string;
+  /**
+   * The decision the batch `batch` (default: the one judged last) kept for this very call
+   * (same turn, call id, tool, arguments, read strictly from text, and policy revision), once,
+   * while no latch changed since; else null: judge the call alone.
+   */
+  decision(
+    policy: Policy, callId: string, tool: string, args: { [key: string]: Json } | string,
+    turn?: string, batch?: string,
+  ): Decision | null;
+  /**
+   * Records that `tool` ran (`ok`: it succeeded) in turn `turn` (default: the current one).
+   * A call of a turn the session does not know is kept undated; recording never starts a turn.
+   */
+  recordCall(tool: string, ok: boolean, turn?: string): void;
+  /** The latches a call of `turn` would be judged with now, in a response's shape. */
+  latches(policy: Policy, turn?: string): LatchState;
+  /** The calls recorded in `turn` (default: the current one), undated. */
+  recorded(policy: Policy, turn?: string): { tool: string; ok: boolean }[];
+  /** The current turn's latches as stored. */
+  readonly latched: LatchState;
+  /** The number of the most recent turn (0 before any signal). */
+  readonly turns: number;
+  /** The recorded calls, oldest first, dated against the current turn. */
+  readonly called: CalledEntry[];
+}
+
+/** Where a `Turn` belongs: its session and its id there. */
+export interface TurnOptions {
+  /** The session (default: a session of its own). */
+  state?: TurnState;
+  /** The turn's id in the session: the framework's turn id (default: a new one). */
+  id?: string;
+}
+
+/**
+ * One user turn of a session (`TurnState`): judge its calls through it and record what ran.
+ * `new Turn(policy, facts)` is a session of its own (a new user message: no latch);
+ * `new Turn(policy, facts, { state, id })` is turn `id` of `state`, latches and all when the
+ * session knows the id.
+ */
 export declare class Turn {
-  constructor(policy: Policy, facts?: Facts);
+  constructor(policy: Policy, facts?: Facts, options?: TurnOptions);
   readonly policy: Policy;
-  latched: LatchState;
-  called: { tool: string; ok: boolean; turns_ago?: number }[];
-  /** Decisions made so far, by call id. */
-  readonly decisions: Map<string, Decision>;
-  /** The facts a request of this turn carries now (this turn's calls dated `turns_ago: 0`). */
+  readonly state: TurnState;
+  readonly id: string;
+  /** The turn's latches so far; read-only (only a new turn starts clear). */
+  readonly latched: LatchState;
+  /** The calls passed in and recorded in this turn, this turn's undated. */
+  readonly called: CalledEntry[];
+  /** The facts a request of this turn carries now (the session's calls dated). */
   currentFacts(): Facts;
-  /** Judges the calls together, carrying the latch state forward. */
-  decide(calls: Call[]): Decision[];
+  /** Judges the calls together and records their latches; `batch` keeps the verdicts. */
+  decide(calls: Call[], options?: { batch?: string }): Decision[];
   /** Judges one call with the turn's state so far. */
   decideOne(call: Call): Decision;
-  /** Records a dispatched call's outcome; this turn's requests date it `turns_ago: 0`. */
+  /** The verdict the model message `batch` (default: the last) kept for this very call, once; else null. */
+  batchDecision(callId: string | undefined, tool: string, args: { [key: string]: Json } | string, batch?: string): Decision | null;
+  /** Records a dispatched call's outcome, dated by this turn however late it comes. */
   record(tool: string, ok: boolean): void;
-  /** `facts.called` for the next user turn: every entry one turn older. */
-  history(): { tool: string; ok: boolean; turns_ago?: number }[];
+  /** `facts.called` for an executor that carries history itself: every entry one turn older. */
+  history(): CalledEntry[];
+  /** The session's next user turn. */
+  next(facts?: Facts, id?: string): Turn;
 }

@@ -21,7 +21,7 @@ fn redirect_policy() -> reqwest::redirect::Policy {
         let downgrade = attempt.url().scheme() != "https"
             && attempt.previous().iter().any(|u| u.scheme() == "https");
         if downgrade {
-            let to = crate::log_text::escape(attempt.url().as_str()).into_owned();
+            let to = toolgate_loader::log_text::escape(attempt.url().as_str()).into_owned();
             attempt.error(format!(
                 "refused a redirect from https to `{to}`: a request that starts on TLS stays on it"
             ))

@@ -1,10 +1,7 @@
 //! `toolgate`: check policies, evaluate tool-call batches and offer tools from the command line.
 
-mod bundle;
 mod command;
-mod hook;
 mod http_client;
-mod log_text;
 mod mcp;
 mod server;
 mod signals;

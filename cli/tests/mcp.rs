@@ -1943,3 +1943,97 @@ fn the_typescript_sdk_client_over_streamable_http_gets_valid_results_refusals_an
     assert_passed(&again[2], "wrote 1 bytes to a");
     assert_eq!(s.reached().len(), 8, "{:?}", s.reached());
 }
+
+/// The turn-state contract (`turns/contract/scenarios.json`) over the stdio proxy, one MCP
+/// session per scenario. The proxy reads an unseen `io.toolgate/turn` id as a new turn
+/// (`start_turn`), and has no prompt event: a signal step sends nothing, so a turn starts at
+/// its first call. A post-event is the call itself, which the proxy records when upstream
+/// answers. Its state lives and ends with the connection, and the policy is read once, so
+/// scenarios that need `lose` or `policy` are skipped.
+#[test]
+fn the_proxy_keeps_the_turn_state_contract() {
+    if !python_ready() {
+        return;
+    }
+    let contract: Value =
+        serde_json::from_str(include_str!("../../turns/contract/scenarios.json")).unwrap();
+    // The contract's tools, as the upstream names them, with arguments it takes.
+    let upstream = |tool: &str| match tool {
+        "fetch" => ("fetch_url", json!({"url": "https://docs.rs/"})),
+        "send" => ("write_file", json!({"path": "a", "text": "x"})),
+        "look" => ("read_file", json!({"path": "a"})),
+        "report" => ("big", json!({"size": 1})),
+        other => panic!("no upstream tool for `{other}`"),
+    };
+    let policy = rename_tools(
+        contract["policies"][contract["policy"].as_str().unwrap()]
+            .as_str()
+            .unwrap(),
+        &|name| match name {
+            "fetch" | "send" | "look" | "report" => Some(upstream(name).0),
+            _ => None,
+        },
+    );
+    let s = Setup::with_policy("contract", &policy);
+    let mut skipped = Vec::new();
+    for scenario in contract["scenarios"].as_array().unwrap() {
+        let name = scenario["name"].as_str().unwrap();
+        if scenario["needs"].as_array().is_some_and(|n| !n.is_empty()) {
+            skipped.push(name);
+            continue;
+        }
+        let mut steps = Vec::new();
+        let mut want = Vec::new();
+        for step in scenario["steps"].as_array().unwrap() {
+            let (tool, expect) = match (step["call"].as_str(), step["post"].as_str()) {
+                (Some(tool), _) => {
+                    let expect = match &step["expect"] {
+                        Value::String(s) => s.as_str(),
+                        per_mode => per_mode["start_turn"].as_str().unwrap(),
+                    };
+                    (tool, expect)
+                }
+                (None, Some(tool)) => (tool, "allow"),
+                (None, None) => continue,
+            };
+            let (tool, args) = upstream(tool);
+            steps.push(call_in_turn(tool, args, step["turn"].clone()));
+            want.push((step.to_string(), expect));
+        }
+        let (_, out) = s.client(&[], steps);
+        for ((step, expect), answer) in want.iter().zip(&out) {
+            let got = if answer["meta"] == json!({"io.toolgate/denied": true}) {
+                "deny"
+            } else {
+                assert_eq!(answer["isError"], false, "{name}: {step}: {answer}");
+                "allow"
+            };
+            assert_eq!(got, *expect, "{name}: {step}: {answer}");
+        }
+    }
+    assert_eq!(
+        skipped,
+        [
+            "lost_state_keeps_every_turn_latched_until_the_next_signal",
+            "a_latch_the_new_policy_drops_blocks_its_turn_until_the_next_signal"
+        ]
+    );
+}
+
+/// `text` with every identifier `rename` maps replaced (whole identifiers only, so a rule
+/// named `report_after_look` keeps its name).
+fn rename_tools(text: &str, rename: &dyn Fn(&str) -> Option<&'static str>) -> String {
+    let mut out = String::new();
+    let mut word = String::new();
+    for c in text.chars().chain(std::iter::once('\n')) {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+            continue;
+        }
+        out.push_str(rename(&word).unwrap_or(&word));
+        word.clear();
+        out.push(c);
+    }
+    out.pop();
+    out
+}

@@ -5,6 +5,8 @@
 
 #[path = "server_state/cluster.rs"]
 mod cluster;
+#[path = "server_state/hooks.rs"]
+mod hooks;
 mod redis_support;
 mod server_support;
 #[path = "server_state/tls.rs"]

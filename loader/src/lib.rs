@@ -10,7 +10,11 @@
 //!
 //! A directory load ([`load_dir`]) is all or nothing: one failing file fails the load, and
 //! the caller keeps whatever it served before.
+//!
+//! [`log_text`] escapes names that come from outside (file and archive entry names,
+//! manifest fields, header values) on their way into a log line.
 
+pub mod log_text;
 pub mod memory;
 
 use std::path::{Path, PathBuf};

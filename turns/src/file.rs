@@ -17,18 +17,13 @@
 //! than [`MAX_STATE_BYTES`]) fails closed: [`SessionTurns::recovered`], every latch set until
 //! the user's next explicit turn signal.
 
+use crate::codec;
+pub use crate::codec::MAX_STATE_BYTES;
 use crate::session::SessionTurns;
-use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-
-/// The state format this build reads and writes. Files of any other version read as
-/// unreadable (every latch set until the next turn).
-const VERSION: u64 = 2;
-/// The largest state file read; a larger one is unreadable.
-pub const MAX_STATE_BYTES: u64 = 1 << 20;
 
 /// The state directory: one state file and one lock file per session.
 #[derive(Debug, Clone)]
@@ -73,13 +68,6 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + '_ {
         path: path.display().to_string(),
         source,
     }
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StateFile {
-    version: u64,
-    state: SessionTurns,
 }
 
 impl StateDir {
@@ -182,15 +170,7 @@ fn read_state(file: File) -> SessionTurns {
     if read.is_err() || text.len() as u64 > MAX_STATE_BYTES {
         return SessionTurns::recovered();
     }
-    parse_state(&text).unwrap_or_else(SessionTurns::recovered)
-}
-
-/// A state file's text, read strictly: a key given twice, an unknown key, another version or
-/// state that breaks the model's invariants is unreadable.
-fn parse_state(text: &str) -> Option<SessionTurns> {
-    let value = toolgate_engine::parse_json(text).ok()?;
-    let file: StateFile = serde_json::from_value(value).ok()?;
-    (file.version == VERSION && file.state.is_consistent()).then_some(file.state)
+    codec::decode_or_recovered(&text)
 }
 
 impl Locked {
@@ -199,11 +179,7 @@ impl Locked {
     /// against is a power loss, which ends the agent's turn too. After one, the file holds
     /// the old state, the new one, or something unreadable, which fails closed.
     pub fn save(&self) -> Result<(), StateError> {
-        let file = StateFile {
-            version: VERSION,
-            state: self.state.clone(),
-        };
-        let text = serde_json::to_vec(&file).map_err(|e| StateError::Io {
+        let text = codec::encode(&self.state).map_err(|e| StateError::Io {
             path: self.path.display().to_string(),
             source: std::io::Error::other(e),
         })?;
@@ -251,37 +227,11 @@ fn file_stem(session: &str) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use toolgate_engine::Policy;
 
     fn temp(tag: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("toolgate-turns-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir
-    }
-
-    #[test]
-    fn state_round_trips_and_bad_files_fail_closed() {
-        let p = Policy::compile("m.gate", "module m\nread r\nstage s { tools [r] }\n").unwrap();
-        let mut s = SessionTurns::default();
-        s.signal(&p, Some("p1")).unwrap();
-        s.record_call("r", true, Some("p1"));
-        let text = serde_json::to_string(&StateFile {
-            version: VERSION,
-            state: s.clone(),
-        })
-        .unwrap();
-        assert_eq!(parse_state(&text), Some(s));
-        for bad in [
-            "",
-            "{",
-            "[]",
-            &text[..text.len() / 2],
-            &text.replace("\"version\":2", "\"version\":1"),
-            &text.replace("\"version\":2", "\"version\":2,\"version\":2"),
-            &text.replace("\"version\":2", "\"version\":2,\"extra\":1"),
-        ] {
-            assert_eq!(parse_state(bad), None, "{bad}");
-        }
     }
 
     #[test]

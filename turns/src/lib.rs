@@ -13,10 +13,13 @@
 //!   names each batch's session and turn.
 //! - [`TurnsMap`] (`memory.rs`): [`SessionTurns`] by key in memory, bounded.
 //! - [`StateDir`] (`file.rs`): [`SessionTurns`] in files, for `toolgate hook`.
+//! - [`codec`]: the one serialized form of [`SessionTurns`], for the files and the server's
+//!   shared store.
 //!
 //! None of them ever reads a clock (callers pass `now`) or loses a latch in the allowing
 //! direction: a full store refuses, unreadable state is every latch set.
 
+pub mod codec;
 mod file;
 mod memory;
 pub mod session;

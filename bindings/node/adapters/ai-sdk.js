@@ -16,11 +16,21 @@
 // sibling of the same step judged later does not (the SDK runs a step's calls in parallel,
 // in no order the policy can rely on). With the middleware, every call is judged twice, in
 // its batch and again with the arguments the SDK actually hands to `execute`, and runs only
-// if both allow it.
+// if both allow it. The batch's verdict is the one the turn's session kept for that step
+// (`turn.batchDecision`): it answers only the very call it was judged as (same call id, tool
+// and arguments), once, and never after a latch changed; so a later step that reuses a call
+// id (`call_0` in every message) is never answered by an earlier step's verdict.
+//
+// A call whose input is not a JSON object is judged in its step with no arguments, so it
+// still counts in the step's latch pre-scan (a latch is set by a tool, whatever its
+// arguments); the SDK refuses its input before `execute`, and if it did not, `execute`
+// would judge the input it was handed, which the policy refuses.
 //
 // No import of `ai`: the caller passes its tools and wraps its model; this file only reads
 // the documented shapes.
 'use strict';
+
+const { randomUUID } = require('node:crypto');
 
 /** Thrown from a wrapped `execute` for a denied call; the SDK reports it to the model. */
 class ToolDenied extends Error {
@@ -36,30 +46,35 @@ function parseInput(text) {
   try {
     return JSON.parse(text);
   } catch {
-    // Unparsable input: judge it as non-object arguments; the SDK itself refuses it too.
-    return text;
+    return undefined; // not JSON: the SDK refuses it too
   }
 }
 
-/** Judges one step's client-executed tool calls (provider-executed ones are not ours to stop). */
+const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/**
+ * Judges one step's client-executed tool calls (provider-executed ones are not ours to stop)
+ * as one model message, whose verdicts the turn's session keeps for `execute`.
+ */
 function judgeParts(turn, parts) {
   const calls = parts
     .filter((p) => p.type === 'tool-call' && !p.providerExecuted)
-    .map((p) => ({ id: p.toolCallId, tool: p.toolName, args: parseInput(p.input) }));
+    .map((p) => {
+      const args = parseInput(p.input);
+      return { id: p.toolCallId, tool: p.toolName, args: isObject(args) ? args : {} };
+    });
   if (calls.length === 0) return;
   try {
-    turn.decide(calls);
-  } catch (e) {
-    // A batch that cannot be judged (a call whose input is not a JSON object, say) is refused
-    // whole: the latch pre-scan could not run, so no call of it is known to be safe. The
-    // model reads why and the turn goes on; throwing here would end the generation.
-    for (const call of calls) {
-      turn.decisions.set(call.id, {
-        id: call.id,
-        tool: call.tool,
-        allow: false,
-        reason: `toolgate could not judge this step's tool calls: ${e.message}`,
-      });
+    turn.decide(calls, { batch: `ai-sdk-step:${randomUUID()}` });
+  } catch {
+    // A step that cannot be judged (a call id given twice, a turn the policy can no longer
+    // judge) keeps no verdict. Its latches are still recorded from its tools alone (a latch
+    // is set by a tool, whatever its id and arguments), so no sibling judged later at
+    // `execute` escapes them; each `execute` then judges its call alone.
+    try {
+      turn.decide(calls.map((c, i) => ({ id: `step-${i}`, tool: c.tool, args: {} })));
+    } catch {
+      // judged alone at `execute`, and refused there for the same reason
     }
   }
 }
@@ -147,7 +162,8 @@ function guardTools(turn, tools) {
       // results), which the SDK must receive as it is, not wrapped in a promise.
       execute(input, options) {
         const id = options && options.toolCallId ? options.toolCallId : `${name}-call`;
-        const batch = turn.decisions.get(id);
+        // The verdict of this very call in the step the middleware judged, if it has one.
+        const batch = turn.batchDecision(id, name, input ?? {});
         let now;
         try {
           now = turn.decideOne({ id, tool: name, args: input ?? {} });

@@ -1,1 +1,1 @@
-export { Turn } from '../index';
+export { Turn, TurnState, TurnError, type TurnOptions } from '../index';

@@ -1,8 +1,8 @@
 // The coach loop of source document 001, with toolgate in-process (the `toolgate` package).
 //
 // A port of the coach part of examples/typescript/agent_loop.ts, which asks `toolgate serve`
-// over HTTP: here the executor compiles the policy itself and carries the turn's latch state
-// in a Turn. A scripted stand-in model emits the attack: `[grade_attempt, search_aws_docs]` in
+// over HTTP: here the executor compiles the policy itself and keeps the conversation's turn
+// state in a TurnState, one Turn per user message. A scripted stand-in model emits the attack: `[grade_attempt, search_aws_docs]` in
 // one batch, then a look-alike documentation host. Every model turn the executor offers the
 // tools the policy allows (`policy.offer`) and judges the batch before dispatching anything
 // (`turn.decide`); refusals go back to the model as tool results. Exits 1 on any mismatch.
@@ -12,12 +12,13 @@
 
 const { readFileSync } = require('node:fs');
 const { join } = require('node:path');
-const { load, Turn } = require('..');
+const { load, Turn, TurnState } = require('..');
 
 const ROOT = join(__dirname, '..', '..', '..');
 const policy = load(join(ROOT, 'stdlib-rules', 'examples', 'coach.gate'));
 const tools = JSON.parse(readFileSync(join(ROOT, 'examples', 'tools', 'coach.tools.json'), 'utf8'));
 const failures = [];
+const conversation = new TurnState(); // the session: its turns, their latches, what ran
 
 function check(ok, what) {
   if (!ok) {
@@ -30,7 +31,7 @@ function check(ok, what) {
 // expect[i] lists [tool, deny kind or null] for the model's i-th batch.
 function userTurn(user, facts, model, expect) {
   console.log('user:', user);
-  const turn = new Turn(policy, facts); // a new user message: no latch set
+  const turn = new Turn(policy, facts, { state: conversation }); // a new user message: no latch set
   let results = [];
   for (let batchNo = 0; batchNo < 6; batchNo++) {
     const offer = policy.offer({ facts: turn.currentFacts(), tools });

@@ -6,6 +6,9 @@
 //! reads a request in one pass (refusing a key given twice), and the wrapper's
 //! `JSON.stringify`/`JSON.parse` were measured faster than walking the objects through
 //! Node-API calls (see docs/integration.md). Everything that decides is the engine's code.
+//!
+//! [`TurnState`] (`turns.rs`) is the turn state of one session: the `toolgate-turns` model
+//! every surface shares, which the adapters' `Turn` delegates to.
 
 use napi::bindgen_prelude::Either;
 use napi::Error;
@@ -17,6 +20,9 @@ use toolgate_loader::LoadError;
 /// The error code prefix the JavaScript wrapper recognises as a request error; the field path
 /// (possibly empty) follows it.
 const REQUEST_ERROR: &str = "TOOLGATE_REQUEST_ERROR:";
+
+mod turns;
+pub use turns::TurnState;
 
 /// One diagnostic of a policy that does not compile (or of a warning), as plain data.
 #[napi(object)]

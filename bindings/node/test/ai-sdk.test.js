@@ -85,30 +85,68 @@ test('a denied call never runs; the model reads the refusal as the tool error', 
 test('the latch across one step: [grade_attempt, search_aws_docs] refuses the grade', async () => {
   const { ran, shown, turn } = await run([[['grade_attempt', { score: 1 }], ['search_aws_docs', { q: 'lambda' }]], 'ok']);
   assert.deepEqual(ran, ['search_aws_docs']);
-  assert.equal(turn.decisions.get('grade_attempt-0').kind, 'latch');
+  assert.equal(turn.latched, true);
   assert.equal(shown['grade_attempt-0'].type, 'error-text');
   assert.match(shown['grade_attempt-0'].value, /Blocked by design/);
   assert.equal(shown['search_aws_docs-1'].type, 'text');
 });
 
-test('a step the policy cannot judge is refused whole, and the generation goes on', async () => {
-  const base = scriptedModel([]);
+// A model whose step i answers steps[i], a list of [id, tool, raw input text] calls, then text.
+function modelOf(steps) {
+  let step = 0;
+  return new MockLanguageModelV3({
+    doGenerate: async () => {
+      const calls = steps[step++];
+      return calls
+        ? { content: calls.map(([id, tool, input]) => ({ type: 'tool-call', toolCallId: id, toolName: tool, input })),
+          finishReason: { unified: 'tool-calls', raw: undefined }, usage, warnings: [] }
+        : { content: [{ type: 'text', text: 'ok' }], finishReason: { unified: 'stop', raw: undefined }, usage, warnings: [] };
+    },
+  });
+}
+
+async function runSteps(steps) {
   const turn = new Turn(policy, { stage: 'coach' });
   const ran = [];
-  let step = 0;
-  base.doGenerate = async () => (step++ === 0
-    ? { content: [toolCall(['lookup_lesson', { id: 'l1' }], 0),
-      { type: 'tool-call', toolCallId: 'bad', toolName: 'lookup_lesson', input: '[1, 2]' }],
-    finishReason: { unified: 'tool-calls', raw: undefined }, usage, warnings: [] }
-    : { content: [{ type: 'text', text: 'ok' }], finishReason: { unified: 'stop', raw: undefined }, usage, warnings: [] });
+  const base = modelOf(steps);
   const result = await generateText({
     model: wrapLanguageModel({ model: base, middleware: toolgateMiddleware(turn) }),
-    tools: guardTools(turn, coachTools(ran)), prompt: 'help', stopWhen: stepCountIs(3),
+    tools: guardTools(turn, coachTools(ran)), prompt: 'help', stopWhen: stepCountIs(steps.length + 1),
   });
-  assert.deepEqual(ran, []);
-  assert.equal(turn.decisions.get('lookup_lesson-0').allow, false);
-  assert.match(turn.decisions.get('lookup_lesson-0').reason, /could not judge/);
+  return { ran, turn, result, shown: shownToModel(base) };
+}
+
+test('a call the policy cannot judge is refused; its step is still judged, malformed call included', async () => {
+  // The malformed search still counts in the step's latch pre-scan: the grade is refused.
+  const { ran, shown, result } = await runSteps([
+    [['a', 'lookup_lesson', '{"id":"l1"}'], ['b', 'search_aws_docs', '[1, 2]'], ['c', 'grade_attempt', '{"score":1}']],
+  ]);
+  assert.deepEqual(ran, ['lookup_lesson']);
+  assert.equal(shown.a.type, 'text');
+  assert.equal(shown.b.type, 'error-text'); // the SDK refuses input that is not an object
+  assert.match(shown.c.value, /Blocked by design/);
   assert.equal(result.text, 'ok');
+});
+
+test('a step that cannot be judged whole still records the latches its tools set', async () => {
+  // A call id given twice makes the step a request error; the search still latches it, so
+  // the grade, executed first, is refused.
+  const { ran } = await runSteps([
+    [['dup', 'grade_attempt', '{"score":1}'], ['dup', 'search_aws_docs', '{"q":"x"}']],
+  ]);
+  assert.deepEqual(ran, ['search_aws_docs']);
+});
+
+test('a call id a later step reuses is judged as the call it is, not by the earlier verdict', async () => {
+  // Providers that number calls per message reuse `call_0`; a verdict belongs to its step.
+  const { ran, shown } = await runSteps([
+    [['call_0', 'grade_attempt', '{"score":1}'], ['call_1', 'search_aws_docs', '{"q":"x"}']],
+    [['call_0', 'lookup_lesson', '{"id":"l1"}']],
+    [['call_0', 'grade_attempt', '{"score":2}']],
+  ]);
+  assert.deepEqual(ran, ['search_aws_docs', 'lookup_lesson']);
+  assert.equal(shown.call_0.type, 'error-text'); // the last step's grade: still latched
+  assert.match(shown.call_0.value, /Blocked by design/);
 });
 
 test('the latch across steps of a turn holds without the middleware too', async () => {

@@ -7,7 +7,7 @@ const { McpServer } = require('@modelcontextprotocol/sdk/server/mcp.js');
 const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
 const { InMemoryTransport } = require('@modelcontextprotocol/sdk/inMemory.js');
 const { z } = require('zod');
-const { load, Turn } = require('..');
+const { compile, load, Turn } = require('..');
 const { guardClient } = require('../adapters/mcp.js');
 const { example } = require('./helpers.js');
 
@@ -91,6 +91,20 @@ test('a call the policy cannot judge is refused with the reason, not thrown', as
   const result = await guarded.callTool({ name: 'search_aws_docs', arguments: ['not', 'an', 'object'] });
   assert.equal(result.isError, true);
   assert.match(result.content[0].text, /could not judge this call: request field `calls\[0\]\.args`/);
+  assert.deepEqual(ran, []);
+  await server.close();
+});
+
+test('a turn the policy can no longer judge is refused with the reason, not sent', async () => {
+  const { client, server, ran } = await connect();
+  const first = new Turn(policy, { stage: 'coach' }, { id: 'm1' });
+  first.decideOne({ id: 's', tool: 'search_aws_docs', args: { q: 'lambda' } });
+  // The policy reloaded mid-turn, its latch renamed: the turn's set latch is not declared.
+  const renamed = compile(example('coach').text.replace(/documentation_read/g, 'docs_read'), 'coach.gate');
+  const guarded = guardClient(client, new Turn(renamed, { stage: 'coach' }, { state: first.state, id: 'm1' }));
+  const result = await guarded.callTool({ name: 'search_aws_docs', arguments: { q: 'lambda' } });
+  assert.equal(result.isError, true);
+  assert.match(result.content[0].text, /could not judge this call: the policy changed under a latched turn/);
   assert.deepEqual(ran, []);
   await server.close();
 });

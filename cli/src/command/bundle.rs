@@ -1,10 +1,10 @@
 //! `toolgate bundle`: make a signing key, build a signed policy bundle, inspect one.
 
-use crate::bundle::{self, keys, Limits};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
+use toolgate_bundle::{self as bundle, keys, Limits};
 
 /// Arguments of `toolgate bundle`.
 #[derive(clap::Args)]
@@ -35,7 +35,7 @@ enum Sub {
         output: PathBuf,
         /// The fleet or policy set the bundle is for; `serve --bundle` refuses a bundle whose
         /// scope is not its own `--scope`. Letters, digits and `- _ . : /`.
-        #[arg(long, value_parser = crate::bundle::manifest::parse_scope)]
+        #[arg(long, value_parser = toolgate_bundle::manifest::parse_scope)]
         scope: String,
         /// The bundle's serial: a number at least 1 that grows with each bundle of the scope
         /// (a CI run number, or `$(date +%s)`). A replica refuses a bundle whose serial is not
@@ -148,7 +148,7 @@ fn inspect(file: &std::path::Path, verify_key: Option<&std::path::Path>) -> Exit
 fn fail(code: u8, e: &dyn std::fmt::Display) -> ExitCode {
     eprintln!(
         "error: {}",
-        crate::log_text::escape_keeping_lines(&e.to_string())
+        toolgate_loader::log_text::escape_keeping_lines(&e.to_string())
     );
     ExitCode::from(code)
 }

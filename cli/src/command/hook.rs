@@ -2,12 +2,12 @@
 //! `toolgate hook init AGENT --policy FILE [--write]`: the settings that install the hook.
 
 use super::{compile_file, read_input};
-use crate::hook::agents::Agent;
-use crate::hook::Judge;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use toolgate_hooks::agents::Agent;
+use toolgate_hooks::Judge;
 use toolgate_turns::StateDir;
 
 /// Arguments of `toolgate hook`.
@@ -52,7 +52,7 @@ pub struct RunArgs {
 #[derive(clap::Args)]
 pub struct InitArgs {
     /// The agent to configure.
-    #[arg(value_enum)]
+    #[arg(value_parser = agent_name())]
     agent: Agent,
     /// The policy file the hook enforces.
     #[arg(long, short)]
@@ -63,6 +63,14 @@ pub struct InitArgs {
     /// Merge the hooks into the agent's project settings file instead of printing them.
     #[arg(long)]
     write: bool,
+}
+
+/// The agents by their names (`claude-code`, ...), for clap: the hooks crate knows the names
+/// and has no command-line parser of its own.
+fn agent_name() -> impl clap::builder::TypedValueParser<Value = Agent> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Agent::ALL.map(Agent::name))
+        .try_map(|name| Agent::from_name(&name).ok_or("not an agent toolgate knows"))
 }
 
 /// The exit code every agent reads as "block this call".

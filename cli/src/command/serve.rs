@@ -24,7 +24,7 @@ pub struct Args {
     insecure_unsigned: bool,
     /// The scope (fleet or policy-set name) this server serves: a bundle whose manifest names
     /// another scope is refused, even when signed with the same key. Required with --bundle.
-    #[arg(long, value_name = "NAME", requires = "bundle", value_parser = crate::bundle::manifest::parse_scope)]
+    #[arg(long, value_name = "NAME", requires = "bundle", value_parser = toolgate_bundle::manifest::parse_scope)]
     scope: Option<String>,
     /// Let an explicit reload (POST /v1/reload, SIGHUP) apply a bundle whose serial is not
     /// above the serving one: a rollback. A poll never applies one, with or without it.
@@ -307,7 +307,7 @@ fn bundle_source(args: &Args) -> Result<Option<server::bundle::Source>, String> 
         );
     };
     let key = match &args.verify_key {
-        Some(path) => Some(crate::bundle::keys::read_public(path).map_err(|e| e.to_string())?),
+        Some(path) => Some(toolgate_bundle::keys::read_public(path).map_err(|e| e.to_string())?),
         None if args.insecure_unsigned => {
             eprintln!("toolgate: warning: --insecure-unsigned: bundle signatures are not checked");
             None

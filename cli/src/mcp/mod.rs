@@ -25,7 +25,6 @@ pub mod session;
 pub mod tools;
 pub mod upstream;
 
-use crate::hook::{Answer, Event, Judge};
 use expired::Expired;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
@@ -41,6 +40,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use toolgate_engine::{Facts, Policy};
+use toolgate_hooks::{Answer, Event, Judge};
 use upstream::Upstream;
 
 /// The prefix of every `_meta` key toolgate sets or reads; an upstream's result never

@@ -7,14 +7,14 @@
 
 use super::reload_gate::Source as GateSource;
 use super::state::{AppState, ReloadError};
-use crate::bundle::{self, Limits};
-use crate::log_text::escape;
 use ed25519_dalek::VerifyingKey;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use toolgate_bundle::{self as bundle, Limits};
 use toolgate_engine::PolicySet;
+use toolgate_loader::log_text::escape;
 
 /// Where bundles come from and how they are checked.
 pub struct Source {

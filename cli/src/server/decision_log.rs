@@ -149,7 +149,7 @@ impl DecisionLog {
         let writes = Arc::new(Writes::default());
         let report = writes.clone();
         let sink_name = match &path {
-            Some(p) => format!("`{}`", crate::log_text::escape(p)),
+            Some(p) => format!("`{}`", toolgate_loader::log_text::escape(p)),
             None => "standard output".to_string(),
         };
         let handle = tokio::spawn(async move {

@@ -1,7 +1,9 @@
 //! `POST /v1/hooks/{agent}`: coding-agent hook events over HTTP, for agents configured with
 //! HTTP hooks (Claude Code's `"type": "http"`). The same judge as `toolgate hook` (the
-//! `hook` module) over the same turn model (`toolgate_turns::SessionTurns`), with each
-//! session's state held in memory here ([`toolgate_turns::TurnsMap`]) instead of a file.
+//! `toolgate-hooks` crate) over the same turn model (`toolgate_turns::SessionTurns`), with each
+//! session's state held instead of in a file in memory ([`toolgate_turns::TurnsMap`]), or,
+//! under `--state redis://...`, in the shared store beside the batches' turn state, so every
+//! replica judges a session alike ([`super::turn_state::HookSessions`]).
 //!
 //! An agent treats a failed HTTP hook as a non-blocking error, so the tool would run: every
 //! answer toolgate can still give is therefore a 200 carrying a decision, and anything that
@@ -10,8 +12,7 @@
 //! answered with a denial in the agent's own format.
 
 use super::state::AppState;
-use crate::hook::agents::Agent;
-use crate::hook::{Answer, Event, Judge};
+use super::turn_state::redis_store::HookKey;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
@@ -21,6 +22,8 @@ use axum::{Extension, Json};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use toolgate_hooks::agents::Agent;
+use toolgate_hooks::{Answer, Event, Judge};
 use toolgate_turns::{TurnsMap, TurnsMapLimits};
 
 /// The path prefix of the hook endpoints.
@@ -139,10 +142,15 @@ pub async fn hook(
         ));
     }
     let judge = Judge::new(policy, query.stage, query.approve);
-    let key = format!("{}\0{}\0{session}", agent.name(), policy.module());
+    let key = HookKey {
+        agent: agent.name(),
+        module: policy.module(),
+        session,
+    };
     match state
         .hook_sessions
-        .with(&key, Instant::now(), |s| judge.handle(&event, s))
+        .with(key, Instant::now(), |s| judge.handle(&event, s))
+        .await
     {
         Ok(a) => answer(agent, &a),
         Err(e) => deny(format!("Blocked: toolgate cannot track this session: {e}.")),

@@ -71,7 +71,7 @@ pub fn describe(set: &PolicySet) -> String {
                 "{} rev {} ({})",
                 p.module(),
                 p.revision(),
-                crate::log_text::escape(p.source().name())
+                toolgate_loader::log_text::escape(p.source().name())
             )
         })
         .collect();

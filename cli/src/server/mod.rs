@@ -146,19 +146,22 @@ pub async fn run(config: Config) -> Result<(), String> {
     };
     let sessions = match &config.state {
         None => TurnState::Memory(SessionStore::new(config.sessions)),
-        Some(redis) => TurnState::Redis(Box::new(
+        Some(redis) => TurnState::Redis(Arc::new(
             turn_state::redis_store::RedisStore::open(redis, config.sessions, boot)
                 .map_err(|e| format!("--state: {e}"))?,
         )),
     };
-    let state = Arc::new(AppState {
-        store: PolicyStore::default(),
-        sessions,
-        hook_sessions: hooks::sessions(
+    let hook_sessions = turn_state::HookSessions::beside(&sessions, || {
+        hooks::sessions(
             config.sessions.max_sessions,
             config.sessions.ttl,
             config.sessions.keep_expired,
-        ),
+        )
+    });
+    let state = Arc::new(AppState {
+        store: PolicyStore::default(),
+        sessions,
+        hook_sessions,
         metrics: Default::default(),
         log,
         limits: config.limits,

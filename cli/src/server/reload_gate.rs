@@ -119,7 +119,7 @@ pub fn set_digest(set: &PolicySet) -> String {
         .map(|p| format!("{}\0{}\n", p.module(), p.revision()))
         .collect();
     lines.sort();
-    crate::bundle::sha256_hex(lines.concat().as_bytes())
+    toolgate_bundle::sha256_hex(lines.concat().as_bytes())
 }
 
 /// How an operator applies a held change: by its digest (a bare explicit reload or SIGHUP
@@ -186,7 +186,10 @@ impl GateState {
             apply_with(digest.as_deref())
         );
         for line in &summary {
-            eprintln!("toolgate:   widening: {}", crate::log_text::escape(line));
+            eprintln!(
+                "toolgate:   widening: {}",
+                toolgate_loader::log_text::escape(line)
+            );
         }
         if let Ok(mut p) = self.pending.lock() {
             *p = Some(Pending {
@@ -210,7 +213,10 @@ impl GateState {
             self.applied_widening.fetch_add(1, Relaxed);
             eprintln!("toolgate: reload ({trigger}) applied a widening change:");
             for line in diff.widening_lines() {
-                eprintln!("toolgate:   widening: {}", crate::log_text::escape(&line));
+                eprintln!(
+                    "toolgate:   widening: {}",
+                    toolgate_loader::log_text::escape(&line)
+                );
             }
         }
     }

@@ -22,8 +22,9 @@ pub struct AppState {
     pub store: PolicyStore,
     /// Turn-scoped latch state by session: in memory, or in a shared store.
     pub sessions: TurnState,
-    /// Coding-agent hook sessions (`/v1/hooks/{agent}`), in the one turn model.
-    pub hook_sessions: toolgate_turns::TurnsMap,
+    /// Coding-agent hook sessions (`/v1/hooks/{agent}`), in the one turn model: in memory,
+    /// or beside `sessions` in the shared store.
+    pub hook_sessions: super::turn_state::HookSessions,
     /// Counters and histograms.
     pub metrics: Metrics,
     /// The decision log.
@@ -252,7 +253,7 @@ impl AppState {
                 eprintln!(
                     "toolgate: reload ({trigger}) failed; still serving generation {} ({serving}):\n{}",
                     *generation,
-                    crate::log_text::escape_keeping_lines(&diagnostics)
+                    toolgate_loader::log_text::escape_keeping_lines(&diagnostics)
                 );
                 if let Ok(mut g) = self.last_attempt.lock() {
                     *g = Some(report(false, Some(diagnostics.clone())));

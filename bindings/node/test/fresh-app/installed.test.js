@@ -34,3 +34,14 @@ test('the installed package compiles coach.gate and decides coach.request.json',
   // The same file through `load`, which resolves imports relative to it.
   assert.deepEqual(toolgate.load(join(examples, 'coach.gate')).decide(request), response);
 });
+
+test('the installed package keeps turn state in Rust: a Turn of a known id keeps its latch', () => {
+  // The adapter entry point first, as an app importing only it would.
+  const { Turn } = require('toolgate/adapters/turn');
+  const policy = toolgate.load(join(examples, 'coach.gate'));
+  const first = new Turn(policy, { stage: 'coach' }, { id: 'prompt-1' });
+  first.decideOne({ id: 's', tool: 'search_aws_docs', args: { q: 'lambda' } });
+  const again = new toolgate.Turn(policy, { stage: 'coach' }, { state: first.state, id: 'prompt-1' });
+  assert.equal(again.decideOne({ id: 'g', tool: 'grade_attempt', args: { attempt: 'a-1', score: 1 } }).kind, 'latch');
+  assert.ok(first.state instanceof toolgate.TurnState);
+});

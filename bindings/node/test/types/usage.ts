@@ -2,7 +2,8 @@
 // them and against the real `ai` and MCP SDK types: `tsc -p test/types` must pass.
 // `tsc -p test/types/tsconfig.dts.json` checks the declaration files themselves, which
 // skipLibCheck (needed for the SDKs' own declarations) leaves unchecked here.
-import { compile, load, CompileError, RequestError, Turn, type Decision, type Response } from 'toolgate';
+import { compile, load, CompileError, RequestError, Turn, TurnState, TurnError, type Decision, type LatchState, type Response } from 'toolgate';
+import { Turn as AdapterTurn } from 'toolgate/adapters/turn';
 import { guardTools, toolgateMiddleware, ToolDenied } from 'toolgate/adapters/ai-sdk';
 import { guardClient } from 'toolgate/adapters/mcp';
 import { generateText, tool, wrapLanguageModel } from 'ai';
@@ -31,6 +32,22 @@ try {
 const turn = new Turn(policy, { stage: 's' });
 const decisions: Decision[] = turn.decide([{ id: 'a', tool: 't', args: {} }]);
 turn.record('t', true);
+const state = new TurnState();
+state.signal(policy, 'msg-1');
+const judged: Response = state.judge(policy, { calls: [] }, 'msg-1', 'm1');
+const kept: Decision | null = state.decision(policy, 'a', 't', {}, 'msg-1', 'm1');
+state.recordCall('t', true, 'msg-1');
+const latches: LatchState = state.latches(policy, 'msg-1');
+const ages: (number | undefined)[] = state.called.map((c) => c.turns_ago);
+const again = new AdapterTurn(policy, { stage: 's' }, { state, id: 'msg-1' });
+const next: Turn = again.next();
+const batchVerdict: Decision | null = next.batchDecision('a', 't', '{}', 'm1');
+const kinds: string[] = [turn.latched, next.id, again.state.turns].map(String);
+try {
+  turn.decide([], { batch: 'm2' });
+} catch (e) {
+  if (e instanceof TurnError && e.kind === 'policy_changed') console.log(e.message);
+}
 
 const tools = guardTools(turn, {
   t: tool({ inputSchema: z.object({ q: z.string() }), execute: async ({ q }) => q }),
@@ -44,4 +61,4 @@ void client.callTool({ name: 't', arguments: {} });
 void client.callTools([{ name: 't', arguments: {} }]);
 void client.listTools();
 
-export { reason, fromText, text, offered, steps, meta, decisions, denied };
+export { reason, fromText, text, offered, steps, meta, decisions, denied, judged, kept, latches, ages, batchVerdict, kinds };

@@ -9,23 +9,29 @@
 //! order in which replicas finish.
 //!
 //! When the shared store fails, the batch is judged fail-closed ([`fail_closed`]).
+//!
+//! `/v1/hooks` sessions ([`HookSessions`]) are kept beside them: in memory, or in the same
+//! shared store, under the same loss detection.
 
 mod fail_closed;
 mod latches;
 pub mod redis_store;
 mod stats;
 
-use redis_store::{RedisStore, Reply};
+use redis_store::{HookKey, RedisStore, Reply, SharedHookError};
+use std::sync::Arc;
 use std::time::Instant;
 use toolgate_engine::{Latched, Policy, Response};
-use toolgate_turns::{Carried, Origin, SessionError, SessionStore};
+use toolgate_turns::{
+    Carried, MapError, Origin, SessionError, SessionStore, SessionTurns, TurnsMap,
+};
 
 /// The store of turn state.
 pub enum TurnState {
     /// This process's memory (`toolgate_turns::SessionStore`), swept by the server.
     Memory(SessionStore),
     /// A Redis or Valkey store shared by replicas.
-    Redis(Box<RedisStore>),
+    Redis(Arc<RedisStore>),
 }
 
 /// What judging a batch against the store gave.
@@ -152,6 +158,64 @@ impl TurnState {
     pub fn render_metrics(&self, out: &mut String) {
         if let TurnState::Redis(store) = self {
             store.stats.render(out);
+        }
+    }
+}
+
+/// Where `/v1/hooks` sessions' turn state ([`SessionTurns`]) is kept: this process's memory,
+/// or the shared store when the server keeps its turn state there (`--state`), so replicas
+/// behind one load balancer judge one hook session alike.
+pub enum HookSessions {
+    /// Bounded, in this process.
+    Memory(TurnsMap),
+    /// In the shared store, by compare-and-set ([`RedisStore::with_hook_session`]).
+    Shared(Arc<RedisStore>),
+}
+
+/// Why a hook session's state could not be reached; the surface denies the call.
+#[derive(Debug, thiserror::Error)]
+pub enum HookStateError {
+    /// The in-memory store refused the session.
+    #[error(transparent)]
+    Memory(#[from] MapError),
+    /// The shared store could not be read or written.
+    #[error(transparent)]
+    Shared(#[from] SharedHookError),
+}
+
+impl HookSessions {
+    /// The hook sessions of a server whose batch turn state is `turns`: shared when that
+    /// is, else `memory`.
+    pub fn beside(turns: &TurnState, memory: impl FnOnce() -> TurnsMap) -> Self {
+        match turns {
+            TurnState::Redis(store) => HookSessions::Shared(store.clone()),
+            TurnState::Memory(_) => HookSessions::Memory(memory()),
+        }
+    }
+
+    /// Runs `f` on the state of the session `key` and keeps the result. `f` may run more
+    /// than once on the shared store (when another replica wrote the session first); only
+    /// the run whose state was kept counts.
+    pub async fn with<R>(
+        &self,
+        key: HookKey<'_>,
+        now: Instant,
+        f: impl FnMut(&mut SessionTurns) -> R,
+    ) -> Result<R, HookStateError> {
+        match self {
+            HookSessions::Memory(map) => {
+                let key = format!("{}\0{}\0{}", key.agent, key.module, key.session);
+                Ok(map.with(&key, now, f)?)
+            }
+            HookSessions::Shared(store) => Ok(store.with_hook_session(key, f).await?),
+        }
+    }
+
+    /// Drops idle sessions of the in-memory store; the shared store's keys expire by
+    /// themselves.
+    pub fn expire(&self, now: Instant) {
+        if let HookSessions::Memory(map) = self {
+            map.expire(now);
         }
     }
 }

@@ -26,6 +26,10 @@
 //! [`Unavailable`]; the caller then judges fail-closed. A write that timed out may still have
 //! happened: it only ever sets latches, so that errs towards latched.
 
+mod hooks;
+
+pub use hooks::{HookKey, SharedHookError};
+
 use super::latches;
 use super::stats::{Failure, Stats};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -310,6 +314,7 @@ pub struct RedisStore {
     exchange: Script,
     peek: Script,
     marker: Script,
+    hook: Script,
     timeout: Duration,
     prefix: String,
     limits: SessionLimits,
@@ -424,6 +429,7 @@ impl RedisStore {
             exchange: Script::new(&source(include_str!("exchange.lua"))),
             peek: Script::new(&source(include_str!("peek.lua"))),
             marker: Script::new(&source(include_str!("marker.lua"))),
+            hook: Script::new(&source(include_str!("hook.lua"))),
             timeout: config.timeout,
             prefix: config.prefix.clone(),
             limits,

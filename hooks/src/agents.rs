@@ -9,7 +9,7 @@ use super::{Answer, Event};
 use serde_json::{json, Map, Value};
 
 /// The agents `toolgate hook` speaks to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Agent {
     /// Claude Code (and the Claude Agent SDK): `PreToolUse`, `PostToolUse`,
     /// `PostToolUseFailure`, `UserPromptSubmit`.

@@ -130,8 +130,12 @@ impl Manifest {
     /// Checks what a replica relies on: a well-formed scope and a serial of at least 1.
     pub fn check(&self) -> Result<(), String> {
         let built = &self.metadata.toolgate;
-        check_scope(&built.scope)
-            .map_err(|e| format!("scope `{}`: {e}", crate::log_text::escape(&built.scope)))?;
+        check_scope(&built.scope).map_err(|e| {
+            format!(
+                "scope `{}`: {e}",
+                toolgate_loader::log_text::escape(&built.scope)
+            )
+        })?;
         if built.serial == 0 {
             return Err("serial 0: a serial is at least 1".into());
         }

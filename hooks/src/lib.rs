@@ -1,10 +1,12 @@
-//! Decision hooks for coding agents (`toolgate hook AGENT`).
+//! Coding-agent hooks for toolgate: the part of `toolgate hook AGENT` and of the server's
+//! `/v1/hooks/{agent}` that knows the agents.
 //!
-//! A coding agent (Claude Code, Gemini CLI, Cursor) runs a command before each tool call and
-//! reads a decision from its output. Each agent has its own event shape; `agents.rs` turns
-//! them into one [`Event`] and renders one [`Answer`] back. This module judges the event with
-//! the engine, against per-session state kept on disk by `state.rs` (the turn's latch and the
-//! calls that succeeded, for `called_before`).
+//! A coding agent (Claude Code, Gemini CLI, Cursor, Codex CLI) runs a hook before each tool
+//! call and reads a decision from its answer. Each agent has its own event shape;
+//! [`agents`] turns them into one [`Event`] and renders one [`Answer`] back. [`Judge`]
+//! judges an event with the engine against one session's turn state
+//! ([`toolgate_turns::SessionTurns`]); where that state is kept (a file per session, the
+//! server's memory or its shared store) is the caller's.
 //!
 //! A hook sees one call at a time, so it cannot pre-scan a batch as [`Policy::decide`] does:
 //! an allowed latch setter sets the latch at once, so every call judged after it in the turn

@@ -5,13 +5,13 @@
 //! configured key, and only a file list equal to the archive's.
 
 use super::BundleError;
-use crate::log_text::escape;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
+use toolgate_loader::log_text::escape;
 
 /// The hash algorithm named in each file entry.
 const ALGORITHM: &str = "SHA-256";

@@ -84,7 +84,7 @@ pub fn read(bytes: &[u8], limits: &Limits) -> Result<BTreeMap<String, Vec<u8>>, 
         let raw_path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         // The name is the archive's, unverified: escaped before it can reach a log line.
         let unsafe_entry = |reason| BundleError::UnsafeEntry {
-            path: crate::log_text::escape(&raw_path).into_owned(),
+            path: toolgate_loader::log_text::escape(&raw_path).into_owned(),
             reason,
         };
         match entry.header().entry_type() {
@@ -125,7 +125,7 @@ fn bundle_path(raw: &str) -> Result<String, &'static str> {
     if trimmed.contains('\\') || trimmed.contains('\0') {
         return Err("the path holds a backslash or a NUL");
     }
-    if crate::log_text::needs_escape(trimmed) {
+    if toolgate_loader::log_text::needs_escape(trimmed) {
         return Err("the path holds a control or bidirectional formatting character");
     }
     if trimmed

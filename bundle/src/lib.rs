@@ -172,8 +172,9 @@ pub fn open(
     let manifest_bytes = raw
         .remove(MANIFEST)
         .ok_or_else(|| BundleError::Manifest(format!("no `{MANIFEST}` file")))?;
-    let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
-        .map_err(|e| BundleError::Manifest(crate::log_text::escape(&e.to_string()).into_owned()))?;
+    let manifest: Manifest = serde_json::from_slice(&manifest_bytes).map_err(|e| {
+        BundleError::Manifest(toolgate_loader::log_text::escape(&e.to_string()).into_owned())
+    })?;
     manifest.check().map_err(BundleError::Manifest)?;
     let files = raw
         .into_iter()
