@@ -174,3 +174,31 @@ fn a_session_that_forgot_too_many_latched_turns_is_refused_a_new_one() {
         "{v}"
     );
 }
+
+/// `/v1/hooks` sessions live in the cluster too: a hook latch set through one replica holds
+/// through another, for sessions on every shard.
+#[test]
+fn hook_sessions_are_shared_through_the_cluster() {
+    use super::hooks::{hook, pre, prompt, CODING};
+    if !redis_available() {
+        return;
+    }
+    let cluster = RedisCluster::start("cluster-hooks", 3);
+    let url = cluster.url();
+    let flags = ["--state", &url, "--state-timeout-ms", "2000"];
+    let a = start(
+        "cluster-hooks-a",
+        &[("coding.gate", CODING)],
+        &[&flags[..], &["--state-new"]].concat(),
+    );
+    let b = start("cluster-hooks-b", &[("coding.gate", CODING)], &flags);
+    for i in 0..SESSIONS {
+        let s = format!("h{i}");
+        assert_eq!(hook(&a.addr, &prompt(&s, "p1")), "");
+        assert_eq!(hook(&b.addr, &pre(&s, "p1", "Write")), "");
+        assert_eq!(hook(&a.addr, &pre(&s, "p1", "WebFetch")), "");
+        assert_eq!(hook(&b.addr, &pre(&s, "p1", "Write")), "deny", "{s}");
+    }
+    let hooks = cluster.counts("toolgate:h:*");
+    assert!(hooks.iter().all(|n| *n > 0), "{hooks:?}");
+}
