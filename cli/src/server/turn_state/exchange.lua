@@ -4,53 +4,34 @@
 -- two replicas racing on one turn end with the union of both.
 -- ARGV[8] own latches, ARGV[9] recent turns kept, ARGV[10] most forgotten latched turns.
 -- Reply {"too_many"} when a new turn would push out one latched turn too many.
---
--- Cost: TIME, two GETs and one SET in the common case; the marker is written only when it
--- changes (a latch written, a loss seen), KEYS[2] touched only when it holds ids or gets one.
 
 local own = ARGV[8]
-local recent_max, old_max = tonumber(ARGV[9]), tonumber(ARGV[10])
-local in_loss, _, lost_at = marker()
-local wrote_latch = false
-
-local seen, old, ids, ls, fs, n = load()
-if not seen then
-  -- A new session (or one gone idle past its life): its forgotten set, if one outlived it.
-  seen, old, ids, ls, fs, n = now, redis.call('SCARD', KEYS[2]), {}, {}, {}, 0
+if not raw then
+  -- A new session (or one gone past its life): its forgotten set, if one outlived it.
+  seen, old, n, body = now, redis.call('SCARD', KEYS[2]), 0, ''
 end
 if now - seen > ttl then
   -- Idle past the TTL: exact state goes; latched turns are remembered as forgotten ones.
-  for i = 1, n do
-    if ls[i] ~= '' then old = old + redis.call('SADD', KEYS[2], ids[i]) end
+  for id, l in string.gmatch(body, '\n([^\1]*)\1([^\2]*)\2') do
+    if l ~= '' then old = old + redis.call('SADD', KEYS[2], id) end
   end
-  ids, ls, fs, n = {}, {}, {}, 0
+  n, body, held = 0, '', nil
 end
 
-local at
-for i = 1, n do
-  if ids[i] == turn then
-    at = i
-    break
-  end
-end
-
-local origin, carried
-if at and in_loss and fs[at] < lost_at then
+local origin, carried, base
+local wrote_latch = false
+if held and in_loss
+    and tonumber(sub(body, le + 1, (find(body, '\n', le + 1, true) or 0) - 1)) < lost_at then
   -- Written before the loss was seen: it may have lost latches since, or have been written
   -- by a replica that did not know. Every latch, and trusted from now on.
   origin, carried = 'expired', '*'
-  ls[at], fs[at] = '*', now
+  local next_ = find(body, '\n', le + 1, true)
+  body = sub(body, 1, at) .. '*\2' .. nows .. (next_ and sub(body, next_) or '')
   wrote_latch = true
-elseif at then
-  local held = ls[at]
-  origin, carried = 'carried', held
-  local after = union(held, own)
-  if after ~= held then
-    ls[at] = after
-    wrote_latch = true
-  end
+elseif held then
+  origin, carried, base = 'carried', held, held
 else
-  if old > 0 and redis.call('SREM', KEYS[2], turn) == 1 then
+  if old > 0 and redis.call('SREM', KEYS[2], key) == 1 then
     origin, carried = 'expired', '*'
     old = old - 1
   elseif in_loss then
@@ -58,39 +39,57 @@ else
   else
     origin, carried = 'new', ''
   end
-  if n >= recent_max then
-    local latched = ls[1] ~= ''
-    if latched and origin == 'new' and old >= old_max then
-      if marker_changed then save_marker() end
-      return {'too_many'}
+  base = carried
+  if n >= tonumber(ARGV[9]) then
+    -- The oldest turn goes; into KEYS[2] if it had a latch.
+    local ie = find(body, '\1', 2, true)
+    local latched = sub(body, ie + 1, ie + 1) ~= '\2'
+    if latched then
+      if origin == 'new' and old >= tonumber(ARGV[10]) then return {'too_many'} end
+      old = old + redis.call('SADD', KEYS[2], sub(body, 2, ie - 1))
     end
-    if latched then old = old + redis.call('SADD', KEYS[2], ids[1]) end
-    table.remove(ids, 1)
-    table.remove(ls, 1)
-    table.remove(fs, 1)
+    local next_ = find(body, '\n', ie, true)
+    body = next_ and sub(body, next_) or ''
     n = n - 1
   end
-  n = n + 1
-  local value = union(carried, own)
-  ids[n], ls[n], fs[n] = turn, value, now
-  wrote_latch = value ~= ''
 end
-if wrote_latch then
-  seq = seq + 1
-  marker_changed = true
+
+if base then
+  -- base ∪ own, without a closure or a table in the common cases.
+  local value = base
+  if own == '' or own == base then
+    value = base
+  elseif base == '' then
+    value = own
+  elseif base == '*' or own == '*' then
+    value = '*'
+  else
+    local seen_, out = {}, {}
+    for name in string.gmatch(base .. ',' .. own, '[^,]+') do
+      if not seen_[name] then
+        seen_[name] = true
+        out[#out + 1] = name
+      end
+    end
+    table.sort(out)
+    value = table.concat(out, ',')
+  end
+  if held and not wrote_latch then
+    if value ~= held then
+      body = sub(body, 1, at) .. value .. sub(body, le)
+      wrote_latch = true
+    end
+  else
+    body = body .. '\n' .. key .. '\1' .. value .. '\2' .. nows
+    n = n + 1
+    wrote_latch = value ~= ''
+  end
 end
-if marker_changed then save_marker() end
+if wrote_latch then seq = redis.call('HINCRBY', KEYS[3], 'seq', 1) end
 
 -- A session that holds no latch goes after the TTL; one that does, after TTL + keep.
-local holds = old > 0
-local parts = {num(now), '|', num(old), '|'}
-for i = 1, n do
-  local l = ls[i]
-  if l ~= '' then holds = true end
-  parts[#parts + 1] = #ids[i] .. ':' .. ids[i] .. l .. '|' .. num(fs[i]) .. '|'
-end
 local life = ttl
-if holds then life = ttl + keep end
-redis.call('SET', KEYS[1], table.concat(parts), 'PX', life)
+if old > 0 or find(body, '\1[^\2]') then life = ttl + keep end
+redis.call('SET', KEYS[1], nows .. '|' .. old .. '|' .. n .. body, 'PX', life)
 if old > 0 then redis.call('PEXPIRE', KEYS[2], life) end
-return {origin, carried, epoch, num(seq)}
+return {origin, carried, epoch, tostring(seq)}

@@ -19,16 +19,13 @@
 -- came first, or a loss was seen since the read: judge again on what is returned).
 
 local mode = ARGV[8]
-local in_loss, _, lost_at = marker()
+-- common.lua has read the marker (and written it, for a write: `writes` is mode == 'write').
 local cur = redis.call('HMGET', KEYS[1], 's', 'v', 'f')
 local state, version, first = cur[1] or '', cur[2] or '0', tonumber(cur[3] or '0')
 local status = 'ok'
 if in_loss and (state == '' or first < lost_at) then status = 'lost' end
-local unwritten = {status, state, epoch, num(seq), version, '0'}
-if mode == 'read' then return unwritten end
--- A write records a loss it shows, whether or not it goes on to write the session.
-if marker_changed then save_marker() end
-if version ~= ARGV[9] then return unwritten end
+local unwritten = {status, state, epoch, tostring(seq), version, '0'}
+if mode == 'read' or version ~= ARGV[9] then return unwritten end
 -- The loss was seen between the read and this write: judge again from the lost state.
 if status == 'lost' and ARGV[12] ~= 'lost' then return unwritten end
 
@@ -37,9 +34,8 @@ if status == 'lost' or state == '' then first = now end
 redis.call('HSET', KEYS[1], 's', ARGV[10], 'v', next_version, 'f', first)
 local life = ttl
 if ARGV[11] == 'latched' then
-  seq = seq + 1
-  save_marker()
+  seq = redis.call('HINCRBY', KEYS[3], 'seq', 1)
   life = ttl + keep
 end
 redis.call('PEXPIRE', KEYS[1], life)
-return {'ok', '', epoch, num(seq), next_version, '1'}
+return {'ok', '', epoch, tostring(seq), next_version, '1'}

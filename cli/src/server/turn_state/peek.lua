@@ -1,25 +1,19 @@
 -- The state a turn would carry, changing nothing (`/v1/offer`).
 
-local in_loss = marker()
-local s = num(seq)
-local seen, old, ids, ls, fs, n = load()
-if (not seen or old > 0) and redis.call('SISMEMBER', KEYS[2], turn) == 1 then
+local s = tostring(seq)
+if (not raw or old > 0) and redis.call('SISMEMBER', KEYS[2], key) == 1 then
   return {'expired', '*', epoch, s}
 end
-local at
-for i = 1, (n or 0) do
-  if ids[i] == turn then
-    at = i
-    break
-  end
-end
-if not at then
+if not held then
   if in_loss then return {'expired', '*', epoch, s} end
   return {'new', '', epoch, s}
 end
-if in_loss and fs[at] < lost_at then return {'expired', '*', epoch, s} end
+if in_loss
+    and tonumber(sub(body, le + 1, (find(body, '\n', le + 1, true) or 0) - 1)) < lost_at then
+  return {'expired', '*', epoch, s}
+end
 if now - seen > ttl then
-  if ls[at] ~= '' then return {'expired', '*', epoch, s} end
+  if held ~= '' then return {'expired', '*', epoch, s} end
   return {'new', '', epoch, s}
 end
-return {'carried', ls[at], epoch, s}
+return {'carried', held, epoch, s}

@@ -422,14 +422,22 @@ impl RedisStore {
                 )
             }
         };
-        let source = |body: &str| format!("{}\n{body}", include_str!("common.lua"));
+        // Each script: whether it may write the marker, common.lua, then its own part.
+        let source = |writes: &str, parts: &[&str]| {
+            format!(
+                "local writes = {writes}\n{}\n{}",
+                include_str!("common.lua"),
+                parts.join("\n")
+            )
+        };
+        let session = include_str!("session.lua");
         let none: Arc<str> = Arc::from("");
         Ok(RedisStore {
             conn,
-            exchange: Script::new(&source(include_str!("exchange.lua"))),
-            peek: Script::new(&source(include_str!("peek.lua"))),
-            marker: Script::new(&source(include_str!("marker.lua"))),
-            hook: Script::new(&source(include_str!("hook.lua"))),
+            exchange: Script::new(&source("true", &[session, include_str!("exchange.lua")])),
+            peek: Script::new(&source("false", &[session, include_str!("peek.lua")])),
+            marker: Script::new(&source("true", &[include_str!("marker.lua")])),
+            hook: Script::new(&source("ARGV[8] == 'write'", &[include_str!("hook.lua")])),
             timeout: config.timeout,
             prefix: config.prefix.clone(),
             limits,
