@@ -74,6 +74,11 @@ impl Redis {
     /// Starts a store; `persist` writes every change to an append-only file first
     /// (`appendfsync always`), so a restart keeps everything written.
     pub fn start(tag: &str, persist: bool) -> Redis {
+        Redis::spawn(tag, persist, false)
+    }
+
+    /// Starts a store in a fresh directory named after `tag`; `cluster` enables cluster mode.
+    fn spawn(tag: &str, persist: bool, cluster: bool) -> Redis {
         let dir = std::env::temp_dir().join(format!("toolgate-redis-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -83,7 +88,7 @@ impl Redis {
             dir,
             persist,
             tls: None,
-            cluster: false,
+            cluster,
         };
         r.restart();
         r
@@ -206,22 +211,7 @@ impl RedisCluster {
     /// Starts the nodes, joins them and waits until every node says `cluster_state:ok`.
     pub fn start(tag: &str, n: usize) -> RedisCluster {
         let nodes: Vec<Redis> = (0..n)
-            .map(|i| {
-                let dir = std::env::temp_dir()
-                    .join(format!("toolgate-redis-{tag}-{i}-{}", std::process::id()));
-                let _ = std::fs::remove_dir_all(&dir);
-                std::fs::create_dir_all(&dir).unwrap();
-                let mut r = Redis {
-                    child: None,
-                    port: free_port(),
-                    dir,
-                    persist: false,
-                    tls: None,
-                    cluster: true,
-                };
-                r.restart();
-                r
-            })
+            .map(|i| Redis::spawn(&format!("{tag}-{i}"), false, true))
             .collect();
         let addrs: Vec<String> = nodes
             .iter()
