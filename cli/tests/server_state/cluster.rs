@@ -202,3 +202,36 @@ fn hook_sessions_are_shared_through_the_cluster() {
     let hooks = cluster.counts("toolgate:h:*");
     assert!(hooks.iter().all(|n| *n > 0), "{hooks:?}");
 }
+
+/// A cluster URL with a database, or with no node, stops the server at start-up, naming
+/// `--state`; TLS flags need the TLS form of it.
+#[test]
+fn a_bad_cluster_url_stops_the_server_with_a_clear_error() {
+    let dir = temp_dir("cluster-bad-url");
+    std::fs::write(dir.join("gate.gate"), POLICY).unwrap();
+    let d = dir.to_str().unwrap();
+    for (flags, says) in [
+        (
+            vec!["--state", "redis+cluster://127.0.0.1:7000/1"],
+            "database 0 only",
+        ),
+        (
+            vec!["--state", "redis+cluster://"],
+            "at least one HOST:PORT",
+        ),
+        (
+            vec!["--state", "redis+cluster://127.0.0.1:7000", "--state-ca", d],
+            "rediss://",
+        ),
+    ] {
+        let mut args = vec![d, "--addr", "127.0.0.1:0"];
+        args.extend(flags.iter().copied());
+        let (code, err) = serve_refused(&args);
+        assert_eq!(code, Some(2), "{flags:?}: {err}");
+        assert!(
+            err.contains("--state") && err.contains(says),
+            "{flags:?}: {err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
