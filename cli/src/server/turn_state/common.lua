@@ -7,7 +7,8 @@
 --         oldest first, "\n<id>\1<latches>\2<first>". `seen` is when the session was last
 --         written (ms, the store's own clock, so replicas' clocks never matter), `old` how
 --         many ids KEYS[2] holds (so a session with none never asks), `first` when the turn
---         was first written (ms). In ids, `%`, "\n", "\1" and "\2" are written %XX.
+--         was first written (ms). In ids, `%`, "\n", "\1" and "\2" are written %XX (by the
+--         replica, in ARGV[1] already).
 -- KEYS[2] the set of this session's forgotten latched turns (their ids, written as above)
 -- KEYS[3] the marker of the session's cluster slot, a hash: `epoch`, `created` (ms), `seq`
 --         (a counter that only grows, by one with every latch written in the slot),

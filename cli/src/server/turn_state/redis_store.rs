@@ -530,7 +530,7 @@ impl RedisStore {
         inv.key(first)
             .key(second)
             .key(marker_key(self.prefix(), slot))
-            .arg(turn)
+            .arg(stored_id(turn).as_ref())
             .arg(millis(self.limits.ttl))
             .arg(millis(self.limits.keep_expired))
             .arg(&*epoch)
@@ -762,6 +762,22 @@ pub fn evicting_error(policy: &str) -> String {
     )
 }
 
+/// A turn id as the session string stores it (common.lua): `%`, "\n", "\x01" and "\x02"
+/// written `%XX`, so the script finds a turn with one plain search and never escapes.
+fn stored_id(turn: &str) -> std::borrow::Cow<'_, str> {
+    if !turn.contains(['%', '\n', '\u{1}', '\u{2}']) {
+        return std::borrow::Cow::Borrowed(turn);
+    }
+    let mut out = String::with_capacity(turn.len() + 8);
+    for c in turn.chars() {
+        match c {
+            '%' | '\n' | '\u{1}' | '\u{2}' => out.push_str(&format!("%{:02X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Runs `futures` concurrently on this task, their outputs in order (the few lines of
 /// `futures::future::join_all` this needs, without the crate).
 async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
@@ -790,4 +806,37 @@ async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_redis_cluster_slots() {
+        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(crc16(b"123456789"), 0x31C3);
+        assert_eq!(key_slot("foo"), 12182);
+        assert_eq!(
+            key_slot("{user1000}.following"),
+            key_slot("{user1000}.followers")
+        );
+        // An empty tag hashes the whole key; only the first `{...}` counts.
+        assert_eq!(key_slot("foo{}{bar}"), crc16(b"foo{}{bar}") % 16_384);
+        assert_eq!(key_slot("foo{{bar}}zap"), crc16(b"{bar") % 16_384);
+    }
+
+    #[test]
+    fn every_slot_has_a_marker_in_it() {
+        for slot in 0..u16::try_from(SLOTS).unwrap_or(u16::MAX) {
+            assert_eq!(key_slot(&marker_key("toolgate", slot)), slot);
+        }
+    }
+
+    #[test]
+    fn stored_ids_escape_the_separators_and_the_escape() {
+        assert_eq!(stored_id("t1"), "t1");
+        assert_eq!(stored_id("a%\n\u{1}\u{2}|b"), "a%25%0A%01%02|b");
+        assert_ne!(stored_id("t\u{1}"), stored_id("t%01"));
+    }
 }

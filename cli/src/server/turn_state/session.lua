@@ -2,10 +2,7 @@
 -- (common.lua says its form).
 -- The session, and where `turn` is in it: `held` its latches, `at` the end of its
 -- "\n<id>\1" and `le` the position of its "\2" (nil when the session does not hold it).
-local key = turn
-if find(turn, '[%%\n\1\2]') then
-  key = (string.gsub(turn, '[%%\n\1\2]', function(c) return string.format('%%%02X', string.byte(c)) end))
-end
+local key = turn -- escaped by the replica (ARGV[1], common.lua)
 local raw = redis.call('GET', KEYS[1])
 local seen, old, n, body, held, at, le
 if raw then
