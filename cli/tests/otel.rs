@@ -77,14 +77,32 @@ fn a_decision_span_continues_the_callers_trace_with_one_event_per_call() {
         batch("look").to_string().as_bytes(),
     );
     assert_eq!(st, 200);
+    // A hook event is a decision request too (issue 23: one pipeline for every path).
+    let hook = json!({"session_id": "h1", "hook_event_name": "PreToolUse", "tool_name": "look",
+                      "tool_input": {}, "tool_use_id": "toolu_1"});
+    let (st, _) = http(
+        &addr,
+        "POST",
+        "/v1/hooks/claude-code",
+        &[],
+        hook.to_string().as_bytes(),
+    );
+    assert_eq!(st, 200);
     // Other endpoints get no span.
     assert_eq!(get_json(&addr, "/health").0, 200);
 
-    wait_for("two spans at the collector", || {
-        spans(&collector.addr).len() >= 2
+    wait_for("three spans at the collector", || {
+        spans(&collector.addr).len() >= 3
     });
     let all = spans(&collector.addr);
-    assert_eq!(all.len(), 2, "one span per decision request only: {all:?}");
+    assert_eq!(all.len(), 3, "one span per decision request only: {all:?}");
+    let hooked = all
+        .iter()
+        .find(|s| attr(&s["attributes"], "url.path").is_some_and(|p| p == "/v1/hooks/claude-code"))
+        .expect("the hook's span");
+    let hook_call = &hooked["events"][0]["attributes"];
+    assert_eq!(attr(hook_call, "gen_ai.tool.call.id").unwrap(), "toolu_1");
+    assert_eq!(attr(hook_call, "toolgate.decision").unwrap(), "allow");
     let span = all
         .iter()
         .find(|s| s["traceId"] == trace_id)
@@ -113,7 +131,10 @@ fn a_decision_span_continues_the_callers_trace_with_one_event_per_call() {
     assert_eq!(attr(nope, "toolgate.decision").unwrap(), "deny");
     assert_eq!(attr(nope, "toolgate.deny.kind").unwrap(), "unclassified");
 
-    let other = all.iter().find(|s| s["traceId"] != trace_id).unwrap();
+    let other = all
+        .iter()
+        .find(|s| s["traceId"] != trace_id && s["traceId"] != hooked["traceId"])
+        .unwrap();
     assert!(
         other["parentSpanId"].as_str().unwrap_or("").is_empty(),
         "{other}"

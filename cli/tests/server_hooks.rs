@@ -250,3 +250,57 @@ fn events_that_cannot_be_judged_are_answered_in_their_own_shape() {
     let post = json!({"session_id": "s1", "hook_event_name": "PostToolUse", "tool_name": "Read"});
     assert_eq!(post_json(&s.addr, url, &post), (200, json!({})));
 }
+
+/// A hook decision is a decision like any other (issue 23): it reaches the decision log and
+/// `/metrics` exactly as a `/v1/decide` batch does, with the agent's session and turn ids.
+#[test]
+fn hook_decisions_reach_the_decision_log_and_the_metrics() {
+    let log = temp_dir("hooks-log").join("decisions.jsonl");
+    let s = start(
+        "hooks-log-srv",
+        &[("coding.gate", CODING)],
+        &["--log", "all", "--log-file", log.to_str().unwrap()],
+    );
+    let url = "/v1/hooks/claude-code";
+    let prompt =
+        json!({"session_id": "s1", "prompt_id": "p1", "hook_event_name": "UserPromptSubmit"});
+    post_json(&s.addr, url, &prompt);
+    let fetch = json!({"session_id": "s1", "prompt_id": "p1", "hook_event_name": "PreToolUse",
+                       "tool_name": "WebFetch", "tool_input": {"url": "https://docs.rs/"}, "tool_use_id": "u1"});
+    assert_eq!(post_json(&s.addr, url, &fetch).1, json!({}));
+    let write = json!({"session_id": "s1", "prompt_id": "p1", "hook_event_name": "PreToolUse",
+                       "tool_name": "Write", "tool_input": {}, "tool_use_id": "u2"});
+    assert_eq!(decision(&post_json(&s.addr, url, &write).1), Some("deny"));
+    let (_, text) = http(&s.addr, "GET", "/metrics", &[], b"");
+    assert_eq!(
+        metric(
+            &text,
+            "toolgate_decisions_total{allow=\"false\",kind=\"latch\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, "toolgate_decisions_total{allow=\"true\",kind=\"\"}"),
+        Some(1.0),
+        "{text}"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let lines = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        if lines.len() >= 2 || std::time::Instant::now() > deadline {
+            break lines;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let denied = &lines[1];
+    assert_eq!(denied["session"], "s1", "{denied}");
+    assert_eq!(denied["turn"], "p1", "{denied}");
+    assert_eq!(denied["decisions"][0]["id"], "u2", "{denied}");
+    assert_eq!(denied["decisions"][0]["kind"], "latch", "{denied}");
+}

@@ -1,7 +1,7 @@
 //! The turn-state contract (`turns/contract/scenarios.json`, issue 20) run against every
 //! surface this binary serves: `toolgate hook` (state files), `/v1/hooks` in memory, and
 //! `/v1/hooks` over a real `redis-server` (`--state`). The Python and Node packages run the
-//! same file (`bindings/*/tests`). A scenario a surface cannot run (`needs`) is skipped
+//! same file (`bindings/python/tests`, `bindings/node/test`). A scenario a surface cannot run (`needs`) is skipped
 //! there, and each driver says which ones in [`Surface::can`].
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

@@ -8,7 +8,7 @@
 //! `Cond` variant, evaluated in `cond.rs` and explained here. ARCHITECTURE.md has the checklist
 //! for adding one.
 
-use crate::cond::{Cond, Truth, ABSENT};
+use crate::truth::{Truth, ABSENT};
 use crate::view::FactsRef;
 use toolgate_lang::ast::{Call, CallValue};
 
@@ -37,7 +37,7 @@ pub struct Builtin {
     pub params: &'static [Param],
     /// Builds the compiled precondition from the arguments, lowered by [`ParamKind`] and in
     /// parameter order.
-    pub(crate) lower: fn(&mut Lowered) -> Cond,
+    pub(crate) lower: fn(&mut Lowered) -> Pre,
     /// The requirement a default refusal states, from the written arguments (in parameter
     /// order; `None` where not given).
     pub(crate) requirement: fn(&[Option<&CallValue>]) -> String,
@@ -165,11 +165,9 @@ pub static BUILTINS: &[Builtin] = &[
                 guides: Guidance::MediaKinds,
             },
         ],
-        lower: |a| {
-            Cond::Builtin(Pre::ClientSentMedia {
-                within: a.window(0),
-                kinds: a.words(1),
-            })
+        lower: |a| Pre::ClientSentMedia {
+            within: a.window(0),
+            kinds: a.words(1),
         },
         requirement: |a| {
             let n = match a.first().copied().flatten() {
@@ -180,11 +178,11 @@ pub static BUILTINS: &[Builtin] = &[
                 Some(CallValue::List(items)) if !items.is_empty() => {
                     let names: Vec<String> = items
                         .iter()
-                        .map(|i| crate::refusal::value_text(&i.node))
+                        .map(|i| crate::text::call_value(&i.node))
                         .collect();
                     format!(
                         "{} {}",
-                        crate::refusal::article_word(&names[0]),
+                        crate::text::article_word(&names[0]),
                         names.join("/")
                     )
                 }
@@ -203,7 +201,7 @@ pub static BUILTINS: &[Builtin] = &[
             what: "field",
             guides: Guidance::Field,
         }],
-        lower: |a| Cond::Builtin(Pre::FieldFilled(a.word(0))),
+        lower: |a| Pre::FieldFilled(a.word(0)),
         requirement: |a| format!("the `{}` field must be filled in", text(a, 0)),
         remedy: ASK_THE_USER,
     },
@@ -216,7 +214,7 @@ pub static BUILTINS: &[Builtin] = &[
             what: "tool",
             guides: Guidance::Tool,
         }],
-        lower: |a| Cond::Builtin(Pre::CalledBefore(a.word(0))),
+        lower: |a| Pre::CalledBefore(a.word(0)),
         requirement: |a| {
             format!(
                 "`{}` must have been called successfully earlier in this conversation",
@@ -234,7 +232,7 @@ pub static BUILTINS: &[Builtin] = &[
             what: "a count",
             guides: Guidance::Window,
         }],
-        lower: |a| Cond::Builtin(Pre::MinClientMessages(a.count(0))),
+        lower: |a| Pre::MinClientMessages(a.count(0)),
         requirement: |a| {
             format!(
                 "the customer must have sent at least {} messages",
@@ -260,11 +258,9 @@ pub static BUILTINS: &[Builtin] = &[
                 guides: Guidance::Turns,
             },
         ],
-        lower: |a| {
-            Cond::Builtin(Pre::CalledWithin {
-                tool: a.word(0),
-                turns: a.count(1),
-            })
+        lower: |a| Pre::CalledWithin {
+            tool: a.word(0),
+            turns: a.count(1),
         },
         requirement: |a| match a.get(1).copied().flatten() {
             Some(CallValue::Number(n)) if *n == 1.0 => format!(
@@ -286,7 +282,7 @@ fn text(a: &[Option<&CallValue>], i: usize) -> String {
     a.get(i)
         .copied()
         .flatten()
-        .map(crate::refusal::value_text)
+        .map(crate::text::call_value)
         .unwrap_or_default()
 }
 
@@ -392,7 +388,7 @@ impl Pre {
                 None => "fields absent".into(),
                 Some(f) => match f.get(&**name) {
                     None => format!("field `{name}` missing"),
-                    Some(v) => format!("field `{name}` = {}", crate::explain::short(v)),
+                    Some(v) => format!("field `{name}` = {}", crate::text::short(v)),
                 },
             },
             Pre::CalledBefore(tool) => match facts.called() {

@@ -14,50 +14,7 @@ use serde_json::Value;
 use std::cell::Cell;
 use toolgate_lang::ast::{CmpOp, TypeName};
 
-/// The result of evaluating a condition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Truth {
-    True,
-    False,
-    /// Neither; the flags say why (`ABSENT`, `INVALID`).
-    Unknown(u8),
-}
-
-/// Unknown because facts the condition reads were not supplied.
-pub(crate) const ABSENT: u8 = 1;
-/// Unknown because an operand is missing or of the wrong type.
-pub(crate) const INVALID: u8 = 2;
-/// Unknown because a URL is ambiguous: URL readers could disagree on its host. Always set
-/// with `INVALID`, so it always denies; the reason is in [`Env::ambiguity`].
-pub(crate) const AMBIGUOUS: u8 = 4;
-
-impl Truth {
-    /// A one-byte encoding: 0 true, 1 false, `0x80 | flags` unknown.
-    pub(crate) fn to_byte(self) -> u8 {
-        match self {
-            Truth::True => 0,
-            Truth::False => 1,
-            Truth::Unknown(flags) => 0x80 | flags,
-        }
-    }
-
-    /// The inverse of [`Truth::to_byte`].
-    pub(crate) fn from_byte(b: u8) -> Self {
-        match b {
-            0 => Truth::True,
-            1 => Truth::False,
-            _ => Truth::Unknown(b & 0x7f),
-        }
-    }
-
-    pub(crate) fn from_bool(b: bool) -> Self {
-        if b {
-            Truth::True
-        } else {
-            Truth::False
-        }
-    }
-}
+pub(crate) use crate::truth::{Truth, ABSENT, AMBIGUOUS, INVALID};
 
 /// A compiled condition.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@
 //! caller-owned buffer and allocates nothing once that buffer has room for the batch;
 //! [`Policy::decide`] and [`Policy::decide_json`] add the response (ids, names, refusals).
 
-use crate::cond::{Env, Truth, ABSENT, AMBIGUOUS};
+use crate::cond::Env;
 use crate::error::RequestError;
 use crate::fast_json;
 use crate::ids::{RuleId, StageId, ToolId};
@@ -18,6 +18,7 @@ use crate::request::Latched;
 use crate::request::Request;
 use crate::response::{Decision, DenyKind, LatchState, Response};
 use crate::strict_url::Ambiguity;
+use crate::truth::{Truth, ABSENT, AMBIGUOUS};
 use crate::vault;
 use crate::view::{CallLike, FactsRef, LatchedRef, RequestView};
 use crate::CallLabel;

@@ -217,8 +217,8 @@ impl Policy {
             Lookup::Missing => return format!("{name} missing"),
         };
         let shown = match found {
-            Found::Json(v) => short(v),
-            Found::Str(s) => short(&Value::from(s)),
+            Found::Json(v) => crate::text::short(v),
+            Found::Str(s) => crate::text::short(&Value::from(s)),
             Found::Num(n) => n.to_string(),
         };
         let holds = eval_test(path, test, env) == Truth::True;
@@ -247,20 +247,9 @@ impl Policy {
     }
 }
 
-/// A JSON value for a sentence, cut at 80 characters.
-pub(crate) fn short(v: &Value) -> String {
-    let text = v.to_string();
-    match text.char_indices().nth(80) {
-        Some((cut, _)) => format!("{}...", &text[..cut]),
-        None => text,
-    }
-}
-
 fn lit_text(lit: &Lit) -> String {
     match lit {
-        // Whole numbers as written in policies (`250`, not `250.0`).
-        Lit::Num(n) if n.fract() == 0.0 && n.abs() < 1e15 => format!("{n:.0}"),
-        Lit::Num(n) => n.to_string(),
+        Lit::Num(n) => crate::text::number(*n),
         Lit::Str(s) => Value::from(&**s).to_string(),
         Lit::Bool(b) => b.to_string(),
         Lit::Null => "null".into(),

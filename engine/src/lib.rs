@@ -22,11 +22,13 @@
 //!
 //! The engine never does I/O, never reads a clock, and never panics on any request.
 
+#[doc(hidden)]
 pub mod builtins;
 mod call_label;
 mod compile;
 mod cond;
 mod decide;
+#[doc(hidden)]
 pub mod entail;
 mod error;
 mod explain;
@@ -50,29 +52,50 @@ mod response;
 pub mod schema;
 mod strict_json;
 mod strict_url;
+mod text;
 mod tool_set;
+mod truth;
 mod vault;
 mod view;
 mod words;
 
-pub use builtins::{clamp_window, DEFAULT_WINDOW, MAX_WINDOW};
-pub use call_label::CallLabel;
-pub use decide::{ReadRequest, Verdict};
-pub use error::{CompileError, RequestError};
-pub use explain::{CallExplanation, Step};
-pub use hot_swap::{DuplicateModule, PolicySet, PolicyStore};
-pub use ids::MAX_LATCHES;
+// Compiling: a policy from text, its errors and warnings, the standard library and imports.
+pub use error::CompileError;
 pub use imports::{resolve_stdlib, stdlib_module, ImportTarget, ModuleText, STDLIB};
-pub use invariant::{Applies, Invariants, Violation};
 pub use limits::{MAX_IMPORT_DEPTH, MAX_SOURCE_BYTES};
-pub use offer::{DisabledTool, Offer, OfferRequest, ToolDef, WithheldReason, WithheldTool};
 pub use policy::Policy;
+pub use toolgate_lang::ast::ToolClass;
+pub use toolgate_lang::{Diagnostic, Severity, SourceFile};
+
+// The wire: requests, responses and their strict readers.
+pub use decide::{ReadRequest, Verdict};
+pub use error::RequestError;
 pub use request::{Call, CalledTool, Facts, Latched, Message, Request};
 pub use response::{Decision, DenyKind, LatchState, Response};
 pub use strict_json::parse as parse_json;
-pub use toolgate_lang::ast::ToolClass;
-pub use toolgate_lang::{Diagnostic, Severity, SourceFile};
 pub use vault::TOKEN_PREFIX;
+
+// Judging beside `decide`: explanations, the offered tool list, built-in windows, latches.
+pub use builtins::{clamp_window, DEFAULT_WINDOW, MAX_WINDOW};
+pub use call_label::CallLabel;
+pub use explain::{CallExplanation, Step};
+pub use ids::MAX_LATCHES;
+pub use offer::{DisabledTool, Offer, OfferRequest, ToolDef, WithheldReason, WithheldTool};
+
+// Serving: a set of policies swapped whole.
+pub use hot_swap::{DuplicateModule, PolicySet, PolicyStore};
+
+// Proving: invariants, checked by `toolgate-prove` and `toolgate test`.
+pub use invariant::{Applies, Invariants, Violation};
+
+/// What toolgate's own crates (`toolgate-prove`'s search and change gate) read of the
+/// engine's internals: the built-in registry and the entailment proof. No stability is
+/// promised here; an embedding executor needs none of it.
+#[doc(hidden)]
+pub mod unstable {
+    pub use crate::builtins;
+    pub use crate::entail;
+}
 
 #[cfg(test)]
 mod tests {

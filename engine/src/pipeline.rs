@@ -58,7 +58,7 @@ impl Policy {
         };
         let mut policy = crate::compile::tables(&ast, source, &imported)?;
         // Invariants are compiled against the finished tables; they never change them.
-        crate::invariant::attach_inline(&mut policy, &ast).map_err(|diagnostics| CompileError {
+        crate::compile::attach_inline(&mut policy, &ast).map_err(|diagnostics| CompileError {
             source_file: policy.source().clone(),
             diagnostics,
         })?;

@@ -154,6 +154,9 @@ impl Policy {
 
     /// The syntax tree the policy was compiled from, with every `use` replaced by the
     /// declarations it imports (their spans point into the modules' parts of [`Policy::source`]).
+    /// For toolgate's own crates (the prover's search and the change gate); no stability is
+    /// promised.
+    #[doc(hidden)]
     pub fn syntax(&self) -> &toolgate_lang::ast::Policy {
         &self.cold.syntax
     }

@@ -24,7 +24,7 @@ impl<'a> HostLookup<'a> {
 }
 use crate::response::DenyKind;
 use crate::strict_url::Ambiguity;
-use toolgate_lang::ast::{CallValue, CmpOp, Expr, ExprKind, Literal, Predicate};
+use toolgate_lang::ast::{CmpOp, Expr, ExprKind, Literal, Predicate};
 
 const NOT_HAPPENED: &str = "This did NOT happen. Do not tell the user it did.";
 
@@ -280,43 +280,15 @@ fn opposite(op: CmpOp) -> CmpOp {
     }
 }
 
-pub(crate) fn value_text(v: &CallValue) -> String {
-    match v {
-        CallValue::Number(n) => format_number(*n),
-        CallValue::String(s) | CallValue::Name(s) => s.clone(),
-        CallValue::List(items) => items
-            .iter()
-            .map(|i| value_text(&i.node))
-            .collect::<Vec<_>>()
-            .join("/"),
-    }
-}
-
 fn literal(l: &Literal) -> String {
     match l {
-        Literal::Number(n) => format_number(*n),
+        Literal::Number(n) => crate::text::number(*n),
         Literal::String(s) => format!("{s:?}"),
         Literal::Bool(b) => b.to_string(),
         Literal::Null => "null".into(),
     }
 }
 
-fn format_number(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e15 {
-        format!("{}", n as i64)
-    } else {
-        n.to_string()
-    }
-}
-
-pub(crate) fn article_word(word: &str) -> &'static str {
-    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
-        "an"
-    } else {
-        "a"
-    }
-}
-
 fn article(word: &str) -> String {
-    format!("{} {word}", article_word(word))
+    format!("{} {word}", crate::text::article_word(word))
 }

@@ -16,7 +16,7 @@
 pub mod agents;
 
 use serde_json::Value;
-use toolgate_engine::{Call, Facts, Policy, Request};
+use toolgate_engine::{Call, Facts, Policy, Request, Response};
 use toolgate_turns::{NewIds, SessionTurns};
 
 /// One agent event, normalised.
@@ -64,6 +64,16 @@ impl Event {
             Event::TurnStart { session, .. }
             | Event::BeforeTool { session, .. }
             | Event::AfterTool { session, .. } => Some(session),
+            Event::Other => None,
+        }
+    }
+
+    /// The agent's turn id the event names, if it names one.
+    pub fn turn(&self) -> Option<&str> {
+        match self {
+            Event::TurnStart { turn, .. }
+            | Event::BeforeTool { turn, .. }
+            | Event::AfterTool { turn, .. } => turn.as_deref(),
             Event::Other => None,
         }
     }
@@ -127,7 +137,20 @@ impl<'a> Judge<'a> {
         base: &Facts,
         new_ids: NewIds,
     ) -> Answer {
-        match event {
+        self.judge(event, state, base, new_ids).answer
+    }
+
+    /// [`Judge::handle_with`], also giving the engine's response when the event was a call
+    /// it judged, for a caller that records decisions (the server's decision log and
+    /// metrics).
+    pub fn judge(
+        &self,
+        event: &Event,
+        state: &mut SessionTurns,
+        base: &Facts,
+        new_ids: NewIds,
+    ) -> Handled {
+        let answer = match event {
             Event::TurnStart { turn, .. } => {
                 // A session that cannot start another turn stays in its current one, whose
                 // latches then go on judging: that errs towards latched.
@@ -140,12 +163,18 @@ impl<'a> Judge<'a> {
                 tool,
                 args,
                 ..
-            } => self.before_tool(turn.as_deref(), call_id, tool, args, state, base, new_ids),
+            } => {
+                return self.before_tool(turn.as_deref(), call_id, tool, args, state, base, new_ids)
+            }
             Event::AfterTool { tool, ok, turn, .. } => {
                 state.record_call(tool, *ok, turn.as_deref());
                 Answer::Nothing
             }
             Event::Other => Answer::Nothing,
+        };
+        Handled {
+            answer,
+            response: None,
         }
     }
 
@@ -159,12 +188,15 @@ impl<'a> Judge<'a> {
         state: &mut SessionTurns,
         base: &Facts,
         new_ids: NewIds,
-    ) -> Answer {
+    ) -> Handled {
         let placed = match state.place(self.policy, turn, new_ids) {
             Ok(placed) => placed,
             Err(e) => {
-                return Answer::Deny {
-                    reason: format!("Blocked: {e}."),
+                return Handled {
+                    answer: Answer::Deny {
+                        reason: format!("Blocked: {e}."),
+                    },
+                    response: None,
                 }
             }
         };
@@ -180,7 +212,7 @@ impl<'a> Judge<'a> {
         let response = self.policy.decide(&request);
         // An allowed setter latches the turn now, so every later call in it is judged latched.
         state.latch(self.policy, &placed, tool, &response.latched);
-        match response.decisions.first() {
+        let answer = match response.decisions.first() {
             Some(d) if d.allow => {
                 if self.approve {
                     Answer::Allow
@@ -198,6 +230,21 @@ impl<'a> Judge<'a> {
             None => Answer::Deny {
                 reason: "Blocked: toolgate returned no decision for this call.".into(),
             },
+        };
+        Handled {
+            answer,
+            response: Some(response),
         }
     }
+}
+
+/// What judging one event gave: the agent's answer, and the engine's response when the
+/// event was a call the engine judged (not a turn signal, a post-event, or a call refused
+/// before it reached the engine because its turn cannot be judged).
+#[derive(Debug, Clone)]
+pub struct Handled {
+    /// What the agent is told.
+    pub answer: Answer,
+    /// The one-call batch's response.
+    pub response: Option<Response>,
 }

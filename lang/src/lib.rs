@@ -10,7 +10,6 @@ pub mod ast;
 mod diagnostic;
 mod fmt;
 mod parser;
-mod rule_names;
 mod span;
 mod suggest;
 

@@ -12,7 +12,7 @@
 //! change is exact.
 //!
 //! Where a call reaches NEW's rules, the compiled rules are compared
-//! ([`toolgate_engine::entail`]): a proof that NEW's rules for the tool allow nothing OLD's
+//! ([`toolgate_engine::unstable::entail`]): a proof that NEW's rules for the tool allow nothing OLD's
 //! deny settles it. Otherwise the invariant checker's guided search ([`crate::invariants`])
 //! looks for arguments and facts that NEW allows and OLD denies, seeded by both policies'
 //! constants and by the values the proof found. A call found is a widening; none found
@@ -25,7 +25,7 @@ use crate::guide::{Guide, Seg};
 use crate::invariants::{guided_search, structural, unique, Config};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use toolgate_engine::entail::{self, Entailment, Seed, SeedStep};
+use toolgate_engine::unstable::entail::{self, Entailment, Seed, SeedStep};
 use toolgate_engine::{Call, Decision, DenyKind, Facts, Latched, Policy, PolicySet, Request};
 use toolgate_lang::ast::{Item, ToolClass};
 

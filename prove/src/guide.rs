@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use toolgate_engine::builtins::{self, Guidance, ParamKind};
+use toolgate_engine::unstable::builtins::{self, Guidance, ParamKind};
 use toolgate_engine::{clamp_window, DEFAULT_WINDOW};
 use toolgate_lang::ast::{
     self, CallValue, Expr, ExprKind, InvExpr, InvExprKind, Item, Literal, PathRoot, PathSegment,

@@ -13,6 +13,8 @@
 //!   names each batch's session and turn.
 //! - [`TurnsMap`] (`memory.rs`): [`SessionTurns`] by key in memory, bounded.
 //! - [`StateDir`] (`file.rs`): [`SessionTurns`] in files, for `toolgate hook`.
+//! - [`EmbeddedTurns`] (`embedded.rs`): [`SessionTurns`] with the batch judgement and the
+//!   per-message verdict cache an in-process executor needs (the Python and Node packages).
 //! - [`codec`]: the one serialized form of [`SessionTurns`], for the files and the server's
 //!   shared store.
 //!
@@ -20,11 +22,13 @@
 //! direction: a full store refuses, unreadable state is every latch set.
 
 pub mod codec;
+mod embedded;
 mod file;
 mod memory;
 pub mod session;
 mod store;
 
+pub use embedded::{EmbeddedTurns, MAX_BATCHES};
 pub use file::{Locked, StateDir, StateError, MAX_STATE_BYTES};
 pub use memory::{MapError, TurnsMap, TurnsMapLimits};
 pub use session::{

@@ -2,15 +2,16 @@
 //! calls one at a time or one model message at a time (the framework adapters' `Turn` and
 //! `Gate` in `toolgate.adapters.turn`).
 //!
-//! It is [`toolgate_turns::SessionTurns`], the model every other surface uses (the hooks,
-//! `/v1/hooks`, the MCP proxy), behind a lock; its contract is that crate's `session`
-//! module docs. What this wrapper adds:
+//! It is [`toolgate_turns::EmbeddedTurns`] behind a lock: `SessionTurns`, the model every
+//! other surface uses (the hooks, `/v1/hooks`, the MCP proxy), with the batch judgement and
+//! verdict cache the Node package shares; its contract is that crate's `session` and
+//! `embedded` module docs. What it gives Python:
 //!
 //! - **One call judges a batch** ([`PyTurnState::judge`]): under one lock it places the
 //!   batch into its turn, decides it with the placed latches and the session's earlier calls
 //!   merged into the executor's facts, and records the latches the judgement set. Nothing
 //!   another thread does can fall between placing, judging and latching.
-//! - **Turn ids are the framework's own new-turn signal** ([`NewIds::StartTurn`]): an id
+//! - **Turn ids are the framework's own new-turn signal** ([`toolgate_turns::NewIds::StartTurn`]): an id
 //!   never seen starts a turn, a known one goes back to its own turn and latches, whatever
 //!   came in between. (An ADK `invocation_id`, a Claude `prompt_id`, an id the adapter made
 //!   up when the executor started a turn.)
@@ -32,14 +33,9 @@ use pyo3::types::{PyBytes, PyString};
 use serde::Serialize;
 use serde_json::Value;
 use std::borrow::Cow;
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
-use toolgate_engine::{Call, Decision, Latched, Policy, Request, RequestError, Response};
-use toolgate_turns::{NewIds, Placed, Placement, SessionTurns, TurnError, TurnKey};
-
-/// How many judged batches a session keeps verdicts of; the oldest goes first. A batch
-/// whose verdicts are gone is judged again, call by call: never allowed by default.
-pub const MAX_BATCHES: usize = 64;
+use toolgate_engine::{Policy, RequestError, Response};
+use toolgate_turns::{EmbeddedTurns, TurnError};
 
 /// The turn state of one session: its recent turns (known by their ids), each turn's
 /// latches, and the calls that ran. Safe to share across threads: every method takes the
@@ -50,31 +46,7 @@ pub const MAX_BATCHES: usize = 64;
 /// and whose recorded calls stay undated (never recent for `called_within`).
 #[pyclass(name = "TurnState", module = "toolgate", frozen)]
 pub struct PyTurnState {
-    inner: Mutex<State>,
-}
-
-/// What the lock guards.
-#[derive(Default)]
-struct State {
-    /// The turn model.
-    turns: SessionTurns,
-    /// Verdicts of batches judged with a batch id, oldest first, at most [`MAX_BATCHES`].
-    /// Emptied whenever a judgement changes a latch.
-    batches: VecDeque<Batch>,
-}
-
-/// One batch judged whole, and what it was judged as.
-struct Batch {
-    /// The caller's id of the model message.
-    id: String,
-    /// The turn it was judged in (the fingerprint of its id), `None` for no id.
-    turn: Option<TurnKey>,
-    /// Its calls as the engine read them (ids, tools, arguments).
-    calls: Vec<Call>,
-    /// The response, one decision per call in the same order.
-    response: Response,
-    /// Which calls' decisions `decision` has given: each is given once.
-    served: Vec<bool>,
+    inner: Mutex<EmbeddedTurns>,
 }
 
 /// Why `judge` could not judge a batch.
@@ -108,7 +80,7 @@ impl PyTurnState {
     #[new]
     fn new() -> Self {
         PyTurnState {
-            inner: Mutex::new(State::default()),
+            inner: Mutex::new(EmbeddedTurns::default()),
         }
     }
 
@@ -120,10 +92,7 @@ impl PyTurnState {
     #[pyo3(signature = (policy, id = None))]
     fn signal(&self, policy: &Bound<'_, PyAny>, id: Option<&str>) -> PyResult<()> {
         let policy = policy_of(policy)?;
-        self.lock()
-            .turns
-            .signal(&policy, id)
-            .map_err(|e| turn_error(&e))
+        self.lock().signal(&policy, id).map_err(|e| turn_error(&e))
     }
 
     /// Judges the batch `request` (a dict, or JSON text as str or bytes, in the request
@@ -211,7 +180,7 @@ impl PyTurnState {
     /// does not know is kept undated (never recent); recording never starts a turn.
     #[pyo3(signature = (tool, ok = true, turn = None))]
     fn record_call(&self, tool: &str, ok: bool, turn: Option<&str>) {
-        self.lock().turns.record_call(tool, ok, turn);
+        self.lock().record_call(tool, ok, turn);
     }
 
     /// The latches a call of turn `turn` (default: the current one) would be judged with
@@ -226,12 +195,8 @@ impl PyTurnState {
         turn: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let policy = policy_of(policy)?;
-        let mut probe = self.lock().turns.clone();
-        let latched = match probe.place(&policy, turn, NewIds::StartTurn) {
-            Ok(placed) => placed.latched,
-            Err(_) => Latched::Flag(true),
-        };
-        to_python(py, &shaped(&policy, &latched))
+        let latched = self.lock().latches(&policy, turn);
+        to_python(py, &latched)
     }
 
     /// The calls recorded in turn `turn` (default: the current one), oldest first, as
@@ -245,20 +210,9 @@ impl PyTurnState {
     ) -> PyResult<Bound<'py, PyAny>> {
         let policy = policy_of(policy)?;
         let state = self.lock();
-        let mut probe = state.turns.clone();
-        let number = match probe.place(&policy, turn, NewIds::StartTurn) {
-            Ok(Placed {
-                placement: Placement::Current | Placement::Earlier,
-                turn: Some(n),
-                ..
-            }) => Some(n),
-            _ => None,
-        };
         let list: Vec<RecordedView<'_>> = state
-            .turns
-            .called()
-            .iter()
-            .filter(|c| number.is_some() && c.turn == number)
+            .recorded(&policy, turn)
+            .into_iter()
             .map(|c| RecordedView {
                 tool: &c.tool,
                 ok: c.ok,
@@ -270,14 +224,14 @@ impl PyTurnState {
     /// The current turn's latches as stored: a bool, or a dict by latch name.
     #[getter]
     fn latched<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let latched = self.lock().turns.current_latched().clone();
+        let latched = self.lock().turns().current_latched().clone();
         to_python(py, &latched)
     }
 
     /// The number of the most recent turn (0 before any signal).
     #[getter]
     fn turns(&self) -> u64 {
-        self.lock().turns.turns()
+        self.lock().turns().turns()
     }
 
     /// The calls the session recorded, oldest first, as a request's `facts.called` entries
@@ -285,15 +239,12 @@ impl PyTurnState {
     #[getter]
     fn called<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let state = self.lock();
-        let current = state.turns.turns();
         let list: Vec<CalledView<'_>> = state
-            .turns
             .called()
-            .iter()
-            .map(|c| CalledView {
+            .map(|(c, turns_ago)| CalledView {
                 tool: &c.tool,
                 ok: c.ok,
-                turns_ago: c.turn.map(|t| current.saturating_sub(t)),
+                turns_ago,
             })
             .collect();
         to_python(py, &list)
@@ -303,8 +254,8 @@ impl PyTurnState {
         let state = self.lock();
         format!(
             "TurnState(turns={}, latched={})",
-            state.turns.turns(),
-            state.turns.current_latched().any()
+            state.turns().turns(),
+            state.turns().current_latched().any()
         )
     }
 }
@@ -313,157 +264,17 @@ impl PyTurnState {
     /// The session's state. A lock poisoned by a panic mid-judgement is taken back with
     /// the current turn latched and no verdict kept: the judgement may have set a latch it
     /// did not get to record.
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, EmbeddedTurns> {
         match self.inner.lock() {
             Ok(state) => state,
             Err(poisoned) => {
                 self.inner.clear_poison();
                 let mut state = poisoned.into_inner();
-                state.turns.latch_current();
-                state.batches.clear();
+                state.recover();
                 state
             }
         }
     }
-}
-
-impl State {
-    /// Places, judges and latches one batch (see [`PyTurnState::judge`]).
-    fn judge(
-        &mut self,
-        policy: &Policy,
-        mut request: Request,
-        turn: Option<&str>,
-        batch: Option<String>,
-    ) -> Result<Response, TurnError> {
-        let key = turn.map(TurnKey::of);
-        if let Some(id) = batch.as_deref() {
-            let kept = self.batches.iter().find(|b| {
-                b.id == id && b.turn == key && b.calls == request.calls && same_policy(b, policy)
-            });
-            if let Some(b) = kept {
-                return Ok(b.response.clone());
-            }
-        }
-        let placed = self.turns.place(policy, turn, NewIds::StartTurn)?;
-        let facts = &mut request.facts;
-        facts.latched = placed.latched.or(&facts.latched);
-        let recorded = self.turns.called_facts();
-        if !recorded.is_empty() {
-            facts.called.get_or_insert_with(Vec::new).extend(recorded);
-        }
-        let response = policy.decide(&request);
-        if self.record_latches(policy, &placed, &request.calls, &response.latched) {
-            self.batches.clear();
-        }
-        if let Some(id) = batch {
-            self.batches.retain(|b| b.id != id);
-            if self.batches.len() >= MAX_BATCHES {
-                self.batches.pop_front();
-            }
-            self.batches.push_back(Batch {
-                id,
-                turn: key,
-                served: vec![false; request.calls.len()],
-                calls: request.calls,
-                response: response.clone(),
-            });
-        }
-        Ok(response)
-    }
-
-    /// Records the latches a judgement of `calls` reported into the turn they were placed
-    /// in; true when that may have changed a latch of the session.
-    fn record_latches(
-        &mut self,
-        policy: &Policy,
-        placed: &Placed,
-        calls: &[Call],
-        latched: &Latched,
-    ) -> bool {
-        if calls.is_empty() {
-            self.turns.latch(policy, placed, "", latched);
-        }
-        for call in calls {
-            // The tool matters only for a call the session could not place, which records
-            // the latches its own tool sets; for a placed batch this is one union.
-            self.turns.latch(policy, placed, &call.tool, latched);
-        }
-        match placed.placement {
-            Placement::Current | Placement::Earlier => adds(&placed.latched, latched),
-            // Nothing the turn did is known here: count it as a change.
-            Placement::Forgotten | Placement::Unknown => true,
-        }
-    }
-
-    /// The kept decision for one call (see [`PyTurnState::decision`]).
-    fn decision(
-        &mut self,
-        policy: &Policy,
-        call_id: &str,
-        tool: &str,
-        args: &Value,
-        turn: Option<&str>,
-        batch: Option<&str>,
-    ) -> Option<Decision> {
-        let at = match batch {
-            Some(id) => self.batches.iter().rposition(|b| b.id == id)?,
-            None => self.batches.len().checked_sub(1)?,
-        };
-        let b = self.batches.get_mut(at)?;
-        if b.turn != turn.map(TurnKey::of) || !same_policy(b, policy) {
-            return None;
-        }
-        let i = b.calls.iter().position(|c| c.id == call_id)?;
-        let call = b.calls.get(i)?;
-        if call.tool != tool || call.args != *args {
-            return None;
-        }
-        let served = b.served.get_mut(i)?;
-        if std::mem::replace(served, true) {
-            return None;
-        }
-        b.response.decisions.get(i).cloned()
-    }
-}
-
-/// True when `batch` was judged by `policy`'s very revision.
-fn same_policy(batch: &Batch, policy: &Policy) -> bool {
-    *batch.response.policy == *policy.module() && *batch.response.revision == *policy.revision()
-}
-
-/// True when recording `new` over `had` (the turn's latches before the judgement, set
-/// latches only) sets a latch that was not set. Errs towards true.
-fn adds(had: &Latched, new: &Latched) -> bool {
-    match (had, new) {
-        (_, new) if !new.any() => false,
-        (Latched::Flag(true), _) => false,
-        (Latched::ByName(had), Latched::ByName(new)) => new
-            .iter()
-            .any(|(name, set)| *set && !had.get(name).copied().unwrap_or(false)),
-        _ => true,
-    }
-}
-
-/// `latched` in the shape a response gives it for `policy`: one flag for a policy with at
-/// most one latch, else a flag for every declared latch.
-fn shaped(policy: &Policy, latched: &Latched) -> Latched {
-    let names: Vec<&str> = policy.latches().collect();
-    if names.len() <= 1 {
-        return Latched::Flag(latched.any());
-    }
-    Latched::ByName(
-        names
-            .into_iter()
-            .map(|name| {
-                let set = match latched {
-                    Latched::Flag(all) => *all,
-                    Latched::ByName(m) => m.get(name).copied().unwrap_or(false),
-                };
-                (Arc::from(name), set)
-            })
-            .collect(),
-    )
 }
 
 /// A call's arguments as the engine reads them: a dict, or JSON text read strictly (a key

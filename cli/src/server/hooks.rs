@@ -22,8 +22,10 @@ use axum::{Extension, Json};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use toolgate_engine::Facts;
 use toolgate_hooks::agents::Agent;
 use toolgate_hooks::{Answer, Event, Judge};
+use toolgate_turns::NewIds;
 use toolgate_turns::{TurnsMap, TurnsMapLimits};
 
 /// The path prefix of the hook endpoints.
@@ -141,18 +143,29 @@ pub async fn hook(
             session.len()
         ));
     }
+    let started = Instant::now();
     let judge = Judge::new(policy, query.stage, query.approve);
     let key = HookKey {
         agent: agent.name(),
         module: policy.module(),
         session,
     };
-    match state
+    let judged = state
         .hook_sessions
-        .with(key, Instant::now(), |s| judge.handle(&event, s))
-        .await
-    {
-        Ok(a) => answer(agent, &a),
+        .with(key, started, |s| {
+            judge.judge(&event, s, &Facts::default(), NewIds::NeedSignal)
+        })
+        .await;
+    match judged {
+        Ok(handled) => {
+            let mut reply = answer(agent, &handled.answer);
+            if let Some(response) = &handled.response {
+                let id =
+                    state.recorded(started, response, None, (Some(session), event.turn()), None);
+                super::tracing_otel::attach(&state, &mut reply, response, &id);
+            }
+            reply
+        }
         Err(e) => deny(format!("Blocked: toolgate cannot track this session: {e}.")),
     }
 }

@@ -666,9 +666,10 @@ impl AppState {
         }
     }
 
-    /// What both judging paths do after a decision: a decision id, the metrics and the log
-    /// entry (with the request itself only on the strict path).
-    fn recorded(
+    /// What every judging path does after a decision (both `/v1/decide` paths and
+    /// `/v1/hooks`): a decision id, the metrics and the log entry (with the request itself
+    /// only on the strict path).
+    pub(super) fn recorded(
         &self,
         started: Instant,
         response: &Decided,

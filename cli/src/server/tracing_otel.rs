@@ -135,7 +135,9 @@ impl opentelemetry::propagation::Extractor for Headers<'_> {
 }
 
 fn is_decide(path: &str) -> bool {
-    path == "/v1/decide" || (path.starts_with("/v1/data/") && path.ends_with("/decide"))
+    path == "/v1/decide"
+        || (path.starts_with("/v1/data/") && path.ends_with("/decide"))
+        || path.starts_with(super::hooks::PREFIX)
 }
 
 /// The middleware: one server span around each decision request.

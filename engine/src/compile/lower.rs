@@ -233,7 +233,7 @@ impl Compiler {
         for (param, slot) in entry.params.iter().zip(slots) {
             args.push(self.builtin_arg(name, param, slot, call.name.span)?);
         }
-        Some((entry.lower)(&mut builtins::Lowered(args)))
+        Some(Cond::Builtin((entry.lower)(&mut builtins::Lowered(args))))
     }
 
     /// Checks and lowers one argument of built-in `name` by its parameter's kind; `given` is

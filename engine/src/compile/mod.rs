@@ -28,6 +28,9 @@ use toolgate_lang::{Diagnostic, SourceFile, Span};
 
 mod checks;
 mod declarations;
+mod invariants;
+
+pub(crate) use invariants::attach_inline;
 mod detokenise;
 mod lower;
 

@@ -8,6 +8,7 @@ mod build;
 mod conditions;
 mod invariants;
 mod recovery;
+mod rule_names;
 
 use crate::ast::*;
 use crate::diagnostic::Diagnostic;

@@ -2,9 +2,9 @@
 //! so one run reports every broken declaration, each with friendly names for what was expected.
 
 use super::build::Builder;
+use super::rule_names::friendly;
 use super::{run_pest_detailed, Rule, ITEM_KEYWORDS};
 use crate::diagnostic::Diagnostic;
-use crate::rule_names::friendly;
 use crate::span::Span;
 
 /// Collects the first error, then re-parses each later declaration on its own.

@@ -1,6 +1,6 @@
 //! Human names for grammar rules, used in syntax errors instead of pest's rule identifiers.
 
-use crate::parser::Rule;
+use super::Rule;
 
 /// What a person would call the thing `rule` matches.
 pub(crate) fn friendly(rule: Rule) -> &'static str {
