@@ -4,7 +4,8 @@
 # cycling so most batches continue a held turn), three ways:
 #   1. one server, turn state in memory;
 #   2. one server, turn state in a local redis-server (--state);
-#   3. two replicas sharing that redis-server, one wrk per replica at once (throughput summed).
+#   3. two replicas sharing that redis-server, one wrk per replica at once (throughput summed);
+#   4. one server, turn state in a local three-shard Redis Cluster (--state redis+cluster://).
 # Each runs once with 1 connection (latency per batch, the added cost of the round trip) and
 # once with CONNECTIONS connections (throughput). Needs wrk and redis-server (Debian's
 # packages); builds the release binary. The client, the servers and Redis share the cores.
@@ -14,7 +15,7 @@ DURATION="${DURATION:-10}"
 CONNECTIONS="${CONNECTIONS:-16}"
 BASE="${PORT:-18381}"
 
-for tool in wrk redis-server; do
+for tool in wrk redis-server redis-cli; do
   command -v "$tool" >/dev/null || { echo "missing $tool (apt-get install wrk redis-server)" >&2; exit 2; }
 done
 [ -x target/release/toolgate ] || cargo build -q --release -p toolgate
@@ -30,6 +31,23 @@ redis_port=$((BASE + 9))
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
   --maxmemory-policy noeviction >/dev/null &
 pids+=($!)
+
+# Three cluster nodes, no replicas, the slots split evenly by redis-cli.
+shards=($((BASE + 10)) $((BASE + 11)) $((BASE + 12)))
+for p in "${shards[@]}"; do
+  mkdir -p "$dir/node-$p"
+  redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no --maxmemory-policy noeviction \
+    --cluster-enabled yes --cluster-config-file "$dir/node-$p/nodes.conf" --dir "$dir/node-$p" >/dev/null &
+  pids+=($!)
+done
+for p in "${shards[@]}"; do
+  for _ in $(seq 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done
+done
+redis-cli --cluster create "${shards[@]/#/127.0.0.1:}" --cluster-replicas 0 --cluster-yes >/dev/null
+for p in "${shards[@]}"; do
+  for _ in $(seq 100); do redis-cli -p "$p" cluster info | grep -q cluster_state:ok && break; sleep 0.1; done
+done
+cluster_url="redis+cluster://127.0.0.1:${shards[0]},127.0.0.1:${shards[1]},127.0.0.1:${shards[2]}"
 
 wait_up() { for _ in $(seq 100); do curl -sf "http://127.0.0.1:$1/health" >/dev/null 2>&1 && return; sleep 0.1; done; echo "no server on $1" >&2; exit 1; }
 serve() { # port, extra flags...
@@ -71,8 +89,9 @@ run() { # label, connections, ports...
 }
 
 serve $((BASE + 0))
-serve $((BASE + 1)) --state "redis://127.0.0.1:$redis_port" --state-timeout-ms 1000
+serve $((BASE + 1)) --state "redis://127.0.0.1:$redis_port" --state-new --state-timeout-ms 1000
 serve $((BASE + 2)) --state "redis://127.0.0.1:$redis_port" --state-timeout-ms 1000
+serve $((BASE + 3)) --state "$cluster_url" --state-new --state-timeout-ms 1000
 
 echo "wrk ${DURATION}s per row; 2-call batch of coach.gate in a session and turn; $(nproc) cores"
 run "in memory, 1 server" 1 $((BASE + 0))
@@ -80,10 +99,14 @@ run "redis, 1 server" 1 $((BASE + 1))
 run "in memory, 1 server" "$CONNECTIONS" $((BASE + 0))
 run "redis, 1 server" "$CONNECTIONS" $((BASE + 1))
 run "redis, 2 replicas (summed)" "$CONNECTIONS" $((BASE + 1)) $((BASE + 2))
+run "redis cluster (3 shards), 1 server" 1 $((BASE + 3))
+run "redis cluster (3 shards), 1 server" "$CONNECTIONS" $((BASE + 3))
 echo "redis round trips: $(curl -s "http://127.0.0.1:$((BASE + 1))/metrics" | awk '/^toolgate_state_seconds_(sum|count)/ { v[$1] = $2 } END { if (v["toolgate_state_seconds_count"] > 0) printf "%d, mean %.0f us", v["toolgate_state_seconds_count"], 1e6 * v["toolgate_state_seconds_sum"] / v["toolgate_state_seconds_count"] }')"
 echo "state errors: $(curl -s "http://127.0.0.1:$((BASE + 1))/metrics" | awk '/^toolgate_state_errors_total/ { print $2 }')"
 key=$(redis-cli -p "$redis_port" --scan --pattern 'toolgate:s:*' | head -1 || true)
 used=$(redis-cli -p "$redis_port" info memory | awk -F: '/^used_memory:/ { print $2 + 0 }')
 keys=$(redis-cli -p "$redis_port" dbsize)
 echo "redis: $keys keys, used_memory $used bytes ($((used / keys)) per key, baseline included); one session hash: $(redis-cli -p "$redis_port" memory usage "$key") bytes"
-echo "redis-side cost of the script: $(redis-cli -p "$redis_port" info commandstats | awk -F'[:,=]' '/^cmdstat_evalsha/ { print $3 " calls, " $7 " us per call" }')"
+evalsha() { redis-cli -p "$1" info commandstats | awk -F'[:,=]' '/^cmdstat_evalsha/ { print $3 " calls, " $7 " us per call" }'; }
+echo "redis-side cost of the script: $(evalsha "$redis_port")"
+for p in "${shards[@]}"; do echo "cluster shard $p: $(redis-cli -p "$p" dbsize) keys; script $(evalsha "$p")"; done

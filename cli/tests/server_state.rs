@@ -3,6 +3,8 @@
 //! that is down, restarted or slow makes the server fail closed with kind `state`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "server_state/cluster.rs"]
+mod cluster;
 #[path = "server_state/hooks.rs"]
 mod hooks;
 mod redis_support;
@@ -499,4 +501,30 @@ fn an_evicting_store_is_refused_and_persistence_is_announced() {
             && err.contains("noeviction"),
         "{err}"
     );
+}
+
+/// Turn ids are stored inside one string per session: ids holding the bytes that string uses
+/// as separators (and the escape character) stay distinct turns, each with its own latches.
+#[test]
+fn turn_ids_with_any_characters_keep_their_own_state() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start("ids", false);
+    let a = replica("state-ids", &redis, &[]);
+    // "t\u{1}" would be "t%01" if the escape were not escaped itself.
+    let ids = ["t\n1", "t\u{1}", "t%01", "t|1|\u{2}"];
+    for (i, t) in ids.iter().enumerate() {
+        let tool = if i % 2 == 0 { "fetch" } else { "look" };
+        decide(&a.addr, &call(t, &[tool]));
+    }
+    for (i, t) in ids.iter().enumerate() {
+        let v = decide(&a.addr, &call(t, &["send"]));
+        let want = if i % 2 == 0 {
+            (false, "latch")
+        } else {
+            (true, "")
+        };
+        expect(&v, &[want], "carried");
+    }
 }

@@ -128,7 +128,10 @@ pub struct Args {
     default_policy: Option<String>,
     /// Keep turn state in a Redis or Valkey store shared by several replicas,
     /// `redis://[:PASSWORD@]HOST:PORT[/DB]`, or `rediss://` for TLS (the server's certificate
-    /// is always verified); in this process when not given. See docs/deploy.md.
+    /// is always verified); a Redis or Valkey Cluster as
+    /// `redis+cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...]` (some of its nodes; the others
+    /// are found from them), `rediss+cluster://` for TLS. In this process when not given.
+    /// See docs/deploy.md.
     #[arg(
         long,
         value_name = "URL",

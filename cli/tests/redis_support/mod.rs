@@ -17,6 +17,8 @@ pub struct Redis {
     dir: PathBuf,
     persist: bool,
     tls: Option<Tls>,
+    /// Started with `--cluster-enabled yes` (a node of a [`RedisCluster`]).
+    cluster: bool,
 }
 
 /// A TLS listener beside the plain one, with certificates made for it by `openssl`.
@@ -72,6 +74,11 @@ impl Redis {
     /// Starts a store; `persist` writes every change to an append-only file first
     /// (`appendfsync always`), so a restart keeps everything written.
     pub fn start(tag: &str, persist: bool) -> Redis {
+        Redis::spawn(tag, persist, false)
+    }
+
+    /// Starts a store in a fresh directory named after `tag`; `cluster` enables cluster mode.
+    fn spawn(tag: &str, persist: bool, cluster: bool) -> Redis {
         let dir = std::env::temp_dir().join(format!("toolgate-redis-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -81,6 +88,7 @@ impl Redis {
             dir,
             persist,
             tls: None,
+            cluster,
         };
         r.restart();
         r
@@ -132,6 +140,11 @@ impl Redis {
         } else {
             cmd.args(["--appendonly", "no"]);
         }
+        if self.cluster {
+            cmd.args(["--cluster-enabled", "yes", "--cluster-config-file"])
+                .arg(self.dir.join("nodes.conf"))
+                .args(["--cluster-node-timeout", "5000"]);
+        }
         if let Some(tls) = &self.tls {
             cmd.args(["--tls-port", &tls.port.to_string()])
                 .arg("--tls-cert-file")
@@ -171,6 +184,87 @@ impl Redis {
         let mut line = String::new();
         BufReader::new(&mut s).read_line(&mut line).ok()?;
         Some(line.trim_end().to_string())
+    }
+}
+
+impl Redis {
+    /// Runs `redis-cli -p PORT ARGS...` against this node; its standard output, trimmed (the
+    /// whole reply, where [`Redis::command`] gives only its first line).
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli (Debian's redis-server package brings it, through redis-tools)");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+/// A Redis Cluster of `n` primaries and no replicas on free loopback ports, made with
+/// `redis-cli --cluster create` (the 16 384 slots split evenly); every node killed on drop.
+pub struct RedisCluster {
+    /// The nodes, in the order of their slot ranges (node 0 holds slots 0 to about 5460).
+    pub nodes: Vec<Redis>,
+}
+
+impl RedisCluster {
+    /// Starts the nodes, joins them and waits until every node says `cluster_state:ok`.
+    pub fn start(tag: &str, n: usize) -> RedisCluster {
+        let nodes: Vec<Redis> = (0..n)
+            .map(|i| Redis::spawn(&format!("{tag}-{i}"), false, true))
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|r| format!("127.0.0.1:{}", r.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("redis-cli");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for node in &nodes {
+            while !node.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok") {
+                assert!(Instant::now() < deadline, "the cluster never became ok");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        RedisCluster { nodes }
+    }
+
+    /// `redis+cluster://127.0.0.1:P1,127.0.0.1:P2,...`.
+    pub fn url(&self) -> String {
+        let addrs: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|r| format!("127.0.0.1:{}", r.port))
+            .collect();
+        format!("redis+cluster://{}", addrs.join(","))
+    }
+
+    /// The index of the node that holds `key` (the one that answers `EXISTS` without
+    /// redirecting), when any holds it.
+    pub fn holder(&self, key: &str) -> Option<usize> {
+        self.nodes
+            .iter()
+            .position(|r| r.command(&["EXISTS", key]).as_deref() == Some(":1"))
+    }
+
+    /// How many keys matching `pattern` each node holds.
+    pub fn counts(&self, pattern: &str) -> Vec<usize> {
+        self.nodes
+            .iter()
+            .map(|r| r.cli(&["--scan", "--pattern", pattern]).lines().count())
+            .collect()
     }
 }
 

@@ -8,7 +8,7 @@ use super::redis_support::{redis_available, Redis};
 use super::server_support::*;
 use serde_json::{json, Value};
 
-const CODING: &str = "module coding\nwrite Write, Bash\ningest WebFetch\nread Read\nstage work { tools [Write, Bash, WebFetch, Read] }\nlatch untrusted { set_by ingest blocks write }\nrule pr_after_read for Bash { require called_before(Read) on_missing deny }\n";
+pub(super) const CODING: &str = "module coding\nwrite Write, Bash\ningest WebFetch\nread Read\nstage work { tools [Write, Bash, WebFetch, Read] }\nlatch untrusted { set_by ingest blocks write }\nrule pr_after_read for Bash { require called_before(Read) on_missing deny }\n";
 const URL: &str = "/v1/hooks/claude-code";
 
 fn hook_replica(tag: &str, redis: &Redis, new: bool) -> Server {
@@ -20,18 +20,18 @@ fn hook_replica(tag: &str, redis: &Redis, new: bool) -> Server {
     start(tag, &[("coding.gate", CODING)], &args)
 }
 
-fn pre(session: &str, prompt: &str, tool: &str) -> Value {
+pub(super) fn pre(session: &str, prompt: &str, tool: &str) -> Value {
     json!({"session_id": session, "prompt_id": prompt, "hook_event_name": "PreToolUse",
            "tool_name": tool, "tool_input": {"url": "https://docs.rs/"}, "tool_use_id": "u1"})
 }
 
-fn prompt(session: &str, prompt: &str) -> Value {
+pub(super) fn prompt(session: &str, prompt: &str) -> Value {
     json!({"session_id": session, "prompt_id": prompt, "hook_event_name": "UserPromptSubmit"})
 }
 
 /// The decision `addr` answers for `event`: "deny", "allow" or "" (no decision: the call
 /// runs). Every answer must be a 200.
-fn hook(addr: &str, event: &Value) -> String {
+pub(super) fn hook(addr: &str, event: &Value) -> String {
     let (st, v) = post_json(addr, URL, event);
     assert_eq!(st, 200, "{v}");
     v["hookSpecificOutput"]["permissionDecision"]

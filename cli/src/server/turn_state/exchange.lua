@@ -1,87 +1,95 @@
 -- One batch of one turn in one round trip: the state the store holds for the turn, with the
 -- latches the batch sets by itself unioned in. Nothing here removes a latch: a turn's value
--- only grows by union, and a turn leaves the hash only into KEYS[2] when it had any, so two
--- replicas racing on one turn end with the union of both.
+-- only grows by union, and a turn leaves the session only into KEYS[2] when it had any, so
+-- two replicas racing on one turn end with the union of both.
 -- ARGV[8] own latches, ARGV[9] recent turns kept, ARGV[10] most forgotten latched turns.
 -- Reply {"too_many"} when a new turn would push out one latched turn too many.
 
 local own = ARGV[8]
-local recent_max, old_max = tonumber(ARGV[9]), tonumber(ARGV[10])
-local in_loss, epoch, lost_at, seq = marker(true)
-local wrote_latch = false
-
-local order = {}
-local raw = redis.call('HGET', KEYS[1], 'order')
-if raw then order = cjson.decode(raw) end
-local seen = tonumber(redis.call('HGET', KEYS[1], 'seen') or now)
+if not raw then
+  -- A new session (or one gone past its life): its forgotten set, if one outlived it.
+  seen, old, n, body = now, redis.call('SCARD', KEYS[2]), 0, ''
+end
 if now - seen > ttl then
   -- Idle past the TTL: exact state goes; latched turns are remembered as forgotten ones.
-  for _, id in ipairs(order) do
-    local l = redis.call('HGET', KEYS[1], 't:' .. id)
-    if l and l ~= '' then redis.call('SADD', KEYS[2], id) end
-    redis.call('HDEL', KEYS[1], 't:' .. id, 'f:' .. id)
+  for id, l in string.gmatch(body, '\n([^\1]*)\1([^\2]*)\2') do
+    if l ~= '' then old = old + redis.call('SADD', KEYS[2], id) end
   end
-  order = {}
-  redis.call('HDEL', KEYS[1], 'order')
+  n, body, held = 0, '', nil
 end
 
-local origin, carried
-local held = redis.call('HGET', KEYS[1], 't:' .. turn)
-local first = tonumber(redis.call('HGET', KEYS[1], 'f:' .. turn) or '0')
-if held and in_loss and first < lost_at then
+local origin, carried, base
+local wrote_latch = false
+if held and in_loss
+    and tonumber(sub(body, le + 1, (find(body, '\n', le + 1, true) or 0) - 1)) < lost_at then
   -- Written before the loss was seen: it may have lost latches since, or have been written
   -- by a replica that did not know. Every latch, and trusted from now on.
   origin, carried = 'expired', '*'
-  redis.call('HSET', KEYS[1], 't:' .. turn, '*', 'f:' .. turn, now)
+  local next_ = find(body, '\n', le + 1, true)
+  body = sub(body, 1, at) .. '*\2' .. nows .. (next_ and sub(body, next_) or '')
   wrote_latch = true
 elseif held then
-  origin, carried = 'carried', held
-  local after = union(held, own)
-  if after ~= held then
-    redis.call('HSET', KEYS[1], 't:' .. turn, after)
-    wrote_latch = true
-  end
+  origin, carried, base = 'carried', held, held
 else
-  if redis.call('SISMEMBER', KEYS[2], turn) == 1 then
+  if old > 0 and redis.call('SREM', KEYS[2], key) == 1 then
     origin, carried = 'expired', '*'
-    redis.call('SREM', KEYS[2], turn)
+    old = old - 1
   elseif in_loss then
     origin, carried = 'expired', '*'
   else
     origin, carried = 'new', ''
   end
-  if #order >= recent_max then
-    local out = order[1]
-    local l = redis.call('HGET', KEYS[1], 't:' .. out)
-    local latched = l and l ~= ''
-    if latched and origin == 'new' and redis.call('SCARD', KEYS[2]) >= old_max then
-      return {'too_many'}
+  base = carried
+  if n >= tonumber(ARGV[9]) then
+    -- The oldest turn goes; into KEYS[2] if it had a latch.
+    local ie = find(body, '\1', 2, true)
+    local latched = sub(body, ie + 1, ie + 1) ~= '\2'
+    if latched then
+      if origin == 'new' and old >= tonumber(ARGV[10]) then return {'too_many'} end
+      old = old + redis.call('SADD', KEYS[2], sub(body, 2, ie - 1))
     end
-    table.remove(order, 1)
-    if latched then redis.call('SADD', KEYS[2], out) end
-    redis.call('HDEL', KEYS[1], 't:' .. out, 'f:' .. out)
+    local next_ = find(body, '\n', ie, true)
+    body = next_ and sub(body, next_) or ''
+    n = n - 1
   end
-  order[#order + 1] = turn
-  local value = union(carried, own)
-  redis.call('HSET', KEYS[1], 't:' .. turn, value, 'f:' .. turn, now, 'order', cjson.encode(order))
-  wrote_latch = value ~= ''
+end
+
+if base then
+  -- base ∪ own, without a closure or a table in the common cases.
+  local value = base
+  if own == '' or own == base then
+    value = base
+  elseif base == '' then
+    value = own
+  elseif base == '*' or own == '*' then
+    value = '*'
+  else
+    local seen_, out = {}, {}
+    for name in string.gmatch(base .. ',' .. own, '[^,]+') do
+      if not seen_[name] then
+        seen_[name] = true
+        out[#out + 1] = name
+      end
+    end
+    table.sort(out)
+    value = table.concat(out, ',')
+  end
+  if held and not wrote_latch then
+    if value ~= held then
+      body = sub(body, 1, at) .. value .. sub(body, le)
+      wrote_latch = true
+    end
+  else
+    body = body .. '\n' .. key .. '\1' .. value .. '\2' .. nows
+    n = n + 1
+    wrote_latch = value ~= ''
+  end
 end
 if wrote_latch then seq = redis.call('HINCRBY', KEYS[3], 'seq', 1) end
-redis.call('HSET', KEYS[1], 'seen', now)
 
 -- A session that holds no latch goes after the TTL; one that does, after TTL + keep.
-local holds = redis.call('SCARD', KEYS[2]) > 0
-if not holds then
-  for _, id in ipairs(order) do
-    local l = redis.call('HGET', KEYS[1], 't:' .. id)
-    if l and l ~= '' then
-      holds = true
-      break
-    end
-  end
-end
 local life = ttl
-if holds then life = ttl + keep end
-redis.call('PEXPIRE', KEYS[1], life)
-if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], life) end
+if old > 0 or find(body, '\1[^\2]') then life = ttl + keep end
+redis.call('SET', KEYS[1], nows .. '|' .. old .. '|' .. n .. body, 'PX', life)
+if old > 0 then redis.call('PEXPIRE', KEYS[2], life) end
 return {origin, carried, epoch, tostring(seq)}

@@ -7,8 +7,8 @@
 --
 -- KEYS[1] the hook session hash: `s` (the serialized state), `v` (its version, counting
 --         writes), `f` (when it was first written after the store was known whole, ms)
--- KEYS[2] unused (the session's slot; common.lua's layout)
--- KEYS[3] the store's marker hash (common.lua)
+-- KEYS[2] unused (KEYS[1] again; common.lua's layout)
+-- KEYS[3] the marker of the session's slot (common.lua)
 -- ARGV[1..7] as in common.lua (ARGV[1], the turn, is unused)
 -- ARGV[8] "read" or "write"; for a write: ARGV[9] the version read, ARGV[10] the new state,
 --         ARGV[11] "latched" when the new state holds a latch, ARGV[12] the status the
@@ -19,7 +19,7 @@
 -- came first, or a loss was seen since the read: judge again on what is returned).
 
 local mode = ARGV[8]
-local in_loss, epoch, lost_at, seq = marker(mode == 'write')
+-- common.lua has read the marker (and written it, for a write: `writes` is mode == 'write').
 local cur = redis.call('HMGET', KEYS[1], 's', 'v', 'f')
 local state, version, first = cur[1] or '', cur[2] or '0', tonumber(cur[3] or '0')
 local status = 'ok'

@@ -136,8 +136,14 @@ impl TurnState {
                 if let Some(policy) = &found.evicting {
                     return Err(redis_store::evicting_error(policy));
                 }
+                // Every slot's marker is read (created, under --state-new) now, not at the
+                // first batch: a replica started later then finds them all.
+                let markers = match store.ensure_checked().await {
+                    Ok(()) => "",
+                    Err(_) => " (its slot markers could not all be read yet: judging fail-closed until they are)",
+                };
                 eprintln!(
-                    "toolgate: turn state in redis (up); {}",
+                    "toolgate: turn state in redis (up){markers}; {}",
                     found.persistence()
                 );
             }

@@ -1,18 +1,19 @@
 -- The state a turn would carry, changing nothing (`/v1/offer`).
 
-local in_loss, epoch, lost_at, seq = marker(false)
-seq = tostring(seq)
-if redis.call('SISMEMBER', KEYS[2], turn) == 1 then return {'expired', '*', epoch, seq} end
-local held = redis.call('HGET', KEYS[1], 't:' .. turn)
+local s = tostring(seq)
+if (not raw or old > 0) and redis.call('SISMEMBER', KEYS[2], key) == 1 then
+  return {'expired', '*', epoch, s}
+end
 if not held then
-  if in_loss then return {'expired', '*', epoch, seq} end
-  return {'new', '', epoch, seq}
+  if in_loss then return {'expired', '*', epoch, s} end
+  return {'new', '', epoch, s}
 end
-local first = tonumber(redis.call('HGET', KEYS[1], 'f:' .. turn) or '0')
-if in_loss and first < lost_at then return {'expired', '*', epoch, seq} end
-local seen = tonumber(redis.call('HGET', KEYS[1], 'seen') or now)
+if in_loss
+    and tonumber(sub(body, le + 1, (find(body, '\n', le + 1, true) or 0) - 1)) < lost_at then
+  return {'expired', '*', epoch, s}
+end
 if now - seen > ttl then
-  if held ~= '' then return {'expired', '*', epoch, seq} end
-  return {'new', '', epoch, seq}
+  if held ~= '' then return {'expired', '*', epoch, s} end
+  return {'new', '', epoch, s}
 end
-return {'carried', held, epoch, seq}
+return {'carried', held, epoch, s}

@@ -1,5 +1,13 @@
 //! Turn state in Redis or Valkey (`serve --state redis://HOST:PORT[/DB]`), shared by every
-//! replica that names the same store.
+//! replica that names the same store, or in a Redis / Valkey Cluster
+//! (`--state redis+cluster://HOST:PORT,HOST:PORT`, [`CLUSTER_SCHEMES`]).
+//!
+//! Every key a batch touches is in one cluster slot: the session's keys share the hash tag
+//! `{MODULE:SESSION}`, and the store-loss marker is kept per slot (16 384 of them, each under a
+//! tag chosen to land in its slot, [`marker_key`]). So a batch is one round trip to one shard
+//! in a cluster too, and a shard that lost its data is detected for its own slots. Single node
+//! and cluster run the same scripts and keys; only the connection differs
+//! ([`StoreConnection`]).
 //!
 //! `rediss://` (or `valkeys://`) reaches the store over TLS (rustls, through the client's own
 //! `tokio-rustls-comp` support). The store's certificate is always verified, against the
@@ -25,12 +33,14 @@ pub use hooks::{HookKey, SharedHookError};
 use super::latches;
 use super::stats::{Failure, Stats};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
 use redis::{Client, ClientTlsConfig, RedisError, Script, TlsCertificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use toolgate_engine::{LatchState, Latched, Policy};
 use toolgate_turns::{Carried, Origin, SessionLimits, MAX_LATCHED_TURNS, RECENT_TURNS};
@@ -80,7 +90,19 @@ impl StoreTls {
     /// The client for `url` with this material; a TLS URL without material uses the
     /// system's trust store.
     fn client(&self, url: &str) -> Result<Client, String> {
-        let tls = url.starts_with("rediss:") || url.starts_with("valkeys:");
+        if !self.tls_url(url)? {
+            return Client::open(url).map_err(|e| e.to_string());
+        }
+        Client::build_with_tls(url, self.certificates()?).map_err(|e| e.to_string())
+    }
+
+    /// Whether `url` asks for TLS; refuses TLS material for a plain URL and a `#fragment` on
+    /// a TLS one.
+    fn tls_url(&self, url: &str) -> Result<bool, String> {
+        let tls = url.starts_with("rediss:")
+            || url.starts_with("valkeys:")
+            || url.starts_with("rediss+cluster:")
+            || url.starts_with("valkeys+cluster:");
         if !tls {
             if !self.is_empty() {
                 return Err(
@@ -88,7 +110,7 @@ impl StoreTls {
                         .into(),
                 );
             }
-            return Client::open(url).map_err(|e| e.to_string());
+            return Ok(false);
         }
         if url.contains('#') {
             // The client reads `#insecure` as "skip verification"; it is refused here, at
@@ -98,6 +120,11 @@ impl StoreTls {
                     .into(),
             );
         }
+        Ok(true)
+    }
+
+    /// The CA and client certificate files, read and checked.
+    fn certificates(&self) -> Result<TlsCertificates, String> {
         let read = |flag: &str, path: &Path| {
             std::fs::read(path).map_err(|e| format!("{flag} `{}`: {e}", path.display()))
         };
@@ -126,33 +153,179 @@ impl StoreTls {
             }
             None => None,
         };
-        Client::build_with_tls(
-            url,
-            TlsCertificates {
-                client_tls,
-                root_cert,
-            },
-        )
-        .map_err(|e| e.to_string())
+        Ok(TlsCertificates {
+            client_tls,
+            root_cert,
+        })
     }
+}
+
+/// The URL schemes of a Redis or Valkey Cluster: `redis+cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]`
+/// names one or more of its nodes (the rest are found from them); `rediss+cluster://` (or
+/// the `valkey` spellings) for TLS.
+pub const CLUSTER_SCHEMES: [&str; 4] = [
+    "redis+cluster",
+    "rediss+cluster",
+    "valkey+cluster",
+    "valkeys+cluster",
+];
+
+/// The node URLs of a cluster URL (`redis+cluster://[auth@]h1:p1,h2:p2`), each with the
+/// cluster URL's credentials and the plain or TLS scheme; `None` for a URL of one node.
+fn cluster_nodes(url: &str) -> Option<Result<Vec<String>, String>> {
+    let (scheme, rest) = url.split_once("://")?;
+    if !CLUSTER_SCHEMES.contains(&scheme) {
+        return None;
+    }
+    let node_scheme = if scheme.starts_with("rediss+") || scheme.starts_with("valkeys+") {
+        "rediss"
+    } else {
+        "redis"
+    };
+    let (auth, hosts) = match rest.rsplit_once('@') {
+        Some((auth, hosts)) => (format!("{auth}@"), hosts),
+        None => (String::new(), rest),
+    };
+    let hosts = hosts.strip_suffix('/').unwrap_or(hosts);
+    if hosts.contains('/') {
+        return Some(Err(
+            "a cluster URL names no database: a Redis Cluster has database 0 only".into(),
+        ));
+    }
+    let nodes: Vec<String> = hosts
+        .split(',')
+        .filter(|h| !h.is_empty())
+        .map(|h| format!("{node_scheme}://{auth}{h}"))
+        .collect();
+    if nodes.is_empty() {
+        return Some(Err("a cluster URL names at least one HOST:PORT".into()));
+    }
+    Some(Ok(nodes))
+}
+
+/// A connection to the store: one node (a reconnecting [`ConnectionManager`]) or a cluster
+/// (the client's [`ClusterConnection`], which routes each command by its first key's slot
+/// and follows `MOVED` and `ASK`). Cheap to clone; every clone shares the same connections.
+///
+/// Both run commands and scripts the same way, through [`redis::aio::ConnectionLike`]:
+/// `redis::cmd("GET").arg(key).query_async(&mut conn)` or
+/// `script.key(k).arg(a).invoke_async(&mut conn)`. In a cluster, every key of one command or
+/// script must be in one slot: give them one hash tag (`{...}`; [`key_slot`] says where a
+/// key lands).
+#[derive(Clone)]
+pub enum StoreConnection {
+    /// A single Redis or Valkey node.
+    Single(ConnectionManager),
+    /// A Redis or Valkey Cluster.
+    Cluster(ClusterConnection),
+}
+
+impl redis::aio::ConnectionLike for StoreConnection {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            StoreConnection::Single(c) => c.req_packed_command(cmd),
+            StoreConnection::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            StoreConnection::Single(c) => c.req_packed_commands(cmd, offset, count),
+            StoreConnection::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            StoreConnection::Single(c) => c.get_db(),
+            StoreConnection::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// Slots of a Redis Cluster.
+pub const SLOTS: usize = 16_384;
+
+/// The cluster slot of `key`, as Redis computes it: CRC16 (XMODEM) of the key's hash tag (the
+/// text between its first `{` and the next `}`, when not empty) or else of the whole key,
+/// modulo 16 384. The same on a single node, where it only picks the key's marker.
+pub fn key_slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes.iter().position(|b| *b == b'{').and_then(|open| {
+        let rest = &bytes[open + 1..];
+        let close = rest.iter().position(|b| *b == b'}')?;
+        (close > 0).then(|| &rest[..close])
+    });
+    crc16(tagged.unwrap_or(bytes)) % SLOTS as u16
+}
+
+fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for b in data {
+        crc ^= u16::from(*b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+/// For each slot, the first decimal number whose hash lands in it: the hash tags of the
+/// slots' markers. The same on every replica, computed once (about 170 000 CRCs).
+fn slot_tags() -> &'static [u32] {
+    static TAGS: OnceLock<Vec<u32>> = OnceLock::new();
+    TAGS.get_or_init(|| {
+        let mut tags = vec![u32::MAX; SLOTS];
+        let mut left = SLOTS;
+        let mut n: u32 = 0;
+        while left > 0 {
+            let slot = usize::from(crc16(n.to_string().as_bytes()) % SLOTS as u16);
+            if tags[slot] == u32::MAX {
+                tags[slot] = n;
+                left -= 1;
+            }
+            n += 1;
+        }
+        tags
+    })
+}
+
+/// The marker key of `slot` under `prefix`: `PREFIX:m:{N}`, N chosen so that the key lands in
+/// `slot`.
+pub fn marker_key(prefix: &str, slot: u16) -> String {
+    format!("{prefix}:m:{{{}}}", slot_tags()[usize::from(slot)])
 }
 
 /// A Redis or Valkey store of turn state.
 pub struct RedisStore {
-    conn: ConnectionManager,
+    conn: StoreConnection,
     exchange: Script,
     peek: Script,
+    marker: Script,
     hook: Script,
     timeout: Duration,
     prefix: String,
     limits: SessionLimits,
-    /// The store epoch and the highest latch counter this replica has seen ("", 0 before its
-    /// first answer): how a store that lost data or went back in time is told from one that
-    /// never had any.
-    seen: Mutex<(String, u64)>,
+    /// Per slot, the store epoch and the highest latch counter this replica has seen ("", 0
+    /// before its first answer there): how a slot that lost data or went back in time is
+    /// told from one that never had any.
+    seen: Mutex<Vec<(Arc<str>, u64)>>,
     /// `--state-new`.
     declared_new: bool,
-    /// The store's eviction policy was checked and keeps session keys.
+    /// The store's eviction policy was checked and keeps session keys, and every slot's
+    /// marker was read (created, under `--state-new`).
     checked: std::sync::atomic::AtomicBool,
     /// The epoch this replica writes when it finds no marker.
     proposed: String,
@@ -160,13 +333,9 @@ pub struct RedisStore {
     pub stats: Stats,
 }
 
-/// The marker key's name under `prefix`.
-fn marker_key(prefix: &str) -> String {
-    format!("{prefix}:marker")
-}
-
-/// A session's keys: its hash and its set of forgotten latched turns. The `{...}` hash tag
-/// keeps both in one slot. Module names are identifiers, so `:` cannot occur in one.
+/// A session's keys: its packed state and its set of forgotten latched turns. The `{...}`
+/// hash tag keeps both in one slot, that of the session's marker. Module names are
+/// identifiers, so `:` cannot occur in one.
 fn session_keys(prefix: &str, policy: &Policy, session: &str) -> (String, String) {
     let hash = format!("{prefix}:s:{{{}:{session}}}", policy.module());
     let old = format!("{hash}:old");
@@ -214,27 +383,65 @@ fn check_identity(cert_pem: &[u8], key_pem: &[u8]) -> Result<(), String> {
 }
 
 impl RedisStore {
-    /// A store at `config.url`. Connects lazily: a store that is down at start-up makes the
-    /// server judge fail-closed until it is up, rather than refuse to start.
+    /// A store at `config.url` (one node, or a cluster for a [`CLUSTER_SCHEMES`] URL).
+    /// Connects lazily: a store that is down at start-up makes the server judge fail-closed
+    /// until it is up, rather than refuse to start.
     pub fn open(config: &RedisConfig, limits: SessionLimits, boot: u64) -> Result<Self, String> {
-        let client = config.tls.client(&config.url)?;
-        let manager = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(config.timeout))
-            .set_response_timeout(Some(config.timeout))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
-        let conn =
-            ConnectionManager::new_lazy_with_config(client, manager).map_err(|e| e.to_string())?;
-        let source = |body: &str| format!("{}\n{body}", include_str!("common.lua"));
+        let conn = match cluster_nodes(&config.url) {
+            Some(nodes) => {
+                let nodes = nodes?;
+                // A TLS cluster's node connections need rustls' process-wide provider.
+                crate::http_client::install_crypto();
+                let mut builder = ClusterClientBuilder::new(nodes)
+                    .connection_timeout(config.timeout)
+                    .response_timeout(config.timeout)
+                    .retries(2)
+                    .max_retry_wait(500);
+                if config.tls.tls_url(&config.url)? {
+                    builder = builder.certs(config.tls.certificates()?);
+                }
+                let client = builder.build().map_err(|e| e.to_string())?;
+                StoreConnection::Cluster(
+                    client.get_pending_async_connection_with_config(
+                        redis::cluster::ClusterConfig::new()
+                            .set_connection_timeout(config.timeout)
+                            .set_response_timeout(config.timeout),
+                    ),
+                )
+            }
+            None => {
+                let client = config.tls.client(&config.url)?;
+                let manager = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(config.timeout))
+                    .set_response_timeout(Some(config.timeout))
+                    .set_number_of_retries(2)
+                    .set_max_delay(Duration::from_millis(500));
+                StoreConnection::Single(
+                    ConnectionManager::new_lazy_with_config(client, manager)
+                        .map_err(|e| e.to_string())?,
+                )
+            }
+        };
+        // Each script: whether it may write the marker, common.lua, then its own part.
+        let source = |writes: &str, parts: &[&str]| {
+            format!(
+                "local writes = {writes}\n{}\n{}",
+                include_str!("common.lua"),
+                parts.join("\n")
+            )
+        };
+        let session = include_str!("session.lua");
+        let none: Arc<str> = Arc::from("");
         Ok(RedisStore {
             conn,
-            exchange: Script::new(&source(include_str!("exchange.lua"))),
-            peek: Script::new(&source(include_str!("peek.lua"))),
-            hook: Script::new(&source(include_str!("hook.lua"))),
+            exchange: Script::new(&source("true", &[session, include_str!("exchange.lua")])),
+            peek: Script::new(&source("false", &[session, include_str!("peek.lua")])),
+            marker: Script::new(&source("true", &[include_str!("marker.lua")])),
+            hook: Script::new(&source("ARGV[8] == 'write'", &[include_str!("hook.lua")])),
             timeout: config.timeout,
             prefix: config.prefix.clone(),
             limits,
-            seen: Mutex::new((String::new(), 0)),
+            seen: Mutex::new(vec![(none, 0); SLOTS]),
             declared_new: config.declared_new,
             checked: std::sync::atomic::AtomicBool::new(false),
             proposed: format!("{boot:x}-{:x}", std::process::id()),
@@ -242,19 +449,56 @@ impl RedisStore {
         })
     }
 
-    fn known(&self) -> (String, u64) {
-        self.seen.lock().map(|e| e.clone()).unwrap_or_default()
+    /// A connection to the store, to run commands or scripts of one's own (see
+    /// [`StoreConnection`]); a clone of the one this store uses, reconnecting by itself.
+    /// Give each round trip [`RedisStore::timeout`] (`tokio::time::timeout`).
+    pub fn connection(&self) -> StoreConnection {
+        self.conn.clone()
+    }
+
+    /// `--state-timeout-ms`: how long one round trip may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// `--state-prefix`: the prefix of every key toolgate writes.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn known(&self, slot: u16) -> (Arc<str>, u64) {
+        self.seen
+            .lock()
+            .ok()
+            .and_then(|s| s.get(usize::from(slot)).cloned())
+            .unwrap_or_else(|| (Arc::from(""), 0))
+    }
+
+    /// Remembers the epoch and counter a reply from `slot` showed.
+    fn learn(&self, slot: u16, reply: &[String]) {
+        if let (Some(epoch), Some(seq)) = (reply.get(2), reply.get(3)) {
+            let seq: u64 = seq.parse().unwrap_or(0);
+            if let Ok(mut known) = self.seen.lock() {
+                if let Some(entry) = known.get_mut(usize::from(slot)) {
+                    if *entry.0 != **epoch {
+                        entry.0 = Arc::from(epoch.as_str());
+                    }
+                    entry.1 = entry.1.max(seq);
+                }
+            }
+        }
     }
 
     /// Runs one script invocation within the timeout, counting it.
     async fn run(
         &self,
+        slot: u16,
         invocation: redis::ScriptInvocation<'_>,
     ) -> Result<Vec<String>, Unavailable> {
         let started = Instant::now();
-        let mut conn = self.conn.clone();
+        let mut conn = self.connection();
         let result = match tokio::time::timeout(
-            self.timeout,
+            self.timeout(),
             invocation.invoke_async::<Vec<String>>(&mut conn),
         )
         .await
@@ -268,50 +512,56 @@ impl RedisStore {
             result.as_ref().map(|_| ()).map_err(|f| *f),
         );
         let reply = result.map_err(|_| Unavailable)?;
-        if let (Some(epoch), Some(seq)) = (reply.get(2), reply.get(3)) {
-            let seq: u64 = seq.parse().unwrap_or(0);
-            if let Ok(mut known) = self.seen.lock() {
-                if known.0 != *epoch {
-                    epoch.clone_into(&mut known.0);
-                }
-                known.1 = known.1.max(seq);
-            }
-        }
+        self.learn(slot, &reply);
         Ok(reply)
     }
 
+    /// The keys and common arguments of a script call on a session's two keys (or, for the
+    /// marker script, the marker's key three times) and `slot`'s marker.
     fn common_args<'s>(
         &'s self,
         script: &'s Script,
-        policy: &Policy,
-        session: &str,
+        (first, second): (String, String),
+        slot: u16,
         turn: &str,
     ) -> redis::ScriptInvocation<'s> {
-        let (hash, old) = session_keys(&self.prefix, policy, session);
-        self.invocation(script, [&hash, &old], turn)
-    }
-
-    /// An invocation of `script` (common.lua's layout) on a session's two keys, with the
-    /// marker and this replica's view of it.
-    fn invocation<'s>(
-        &'s self,
-        script: &'s Script,
-        [hash, old]: [&str; 2],
-        turn: &str,
-    ) -> redis::ScriptInvocation<'s> {
-        let (epoch, seq) = self.known();
+        let (epoch, seq) = self.known(slot);
         let mut inv = script.prepare_invoke();
-        inv.key(hash)
-            .key(old)
-            .key(marker_key(&self.prefix))
-            .arg(turn)
+        inv.key(first)
+            .key(second)
+            .key(marker_key(self.prefix(), slot))
+            .arg(stored_id(turn).as_ref())
             .arg(millis(self.limits.ttl))
             .arg(millis(self.limits.keep_expired))
-            .arg(epoch)
+            .arg(&*epoch)
             .arg(&self.proposed)
             .arg(seq)
             .arg(if self.declared_new { "new" } else { "" });
         inv
+    }
+
+    /// Reads every slot's marker, so this replica knows each slot's epoch and counter from
+    /// the start; under `--state-new`, creates the markers that are missing (a replica started
+    /// later must not take a slot no batch has used yet for one that lost its data).
+    /// Without it, a missing marker is a loss, recorded as the first batch there would.
+    /// Runs a few scripts at a time over the one connection, pipelined.
+    async fn read_markers(&self) -> Result<(), Unavailable> {
+        const WORKERS: usize = 32;
+        let mut tasks = Vec::with_capacity(WORKERS);
+        for worker in 0..WORKERS {
+            tasks.push(async move {
+                let mut slot = worker;
+                while slot < SLOTS {
+                    let slot16 = u16::try_from(slot).map_err(|_| Unavailable)?;
+                    let key = marker_key(self.prefix(), slot16);
+                    let inv = self.common_args(&self.marker, (key.clone(), key), slot16, "");
+                    self.run(slot16, inv).await?;
+                    slot += WORKERS;
+                }
+                Ok::<(), Unavailable>(())
+            });
+        }
+        join_all(tasks).await.into_iter().collect()
     }
 
     /// Starts or continues `turn`: the state the store held for it, after unioning in `own`
@@ -324,11 +574,13 @@ impl RedisStore {
         own: &LatchState,
     ) -> Result<Reply, Unavailable> {
         self.ensure_checked().await?;
-        let mut inv = self.common_args(&self.exchange, policy, session, turn);
+        let keys = session_keys(self.prefix(), policy, session);
+        let slot = key_slot(&keys.0);
+        let mut inv = self.common_args(&self.exchange, keys, slot, turn);
         inv.arg(latches::encode(policy, own))
             .arg(RECENT_TURNS)
             .arg(MAX_LATCHED_TURNS);
-        let reply = self.run(inv).await?;
+        let reply = self.run(slot, inv).await?;
         match reply.first().map(String::as_str) {
             Some("too_many") => Ok(Reply::TooManyTurns),
             _ => self.carried(policy, &reply).map(Reply::Carried),
@@ -343,8 +595,10 @@ impl RedisStore {
         turn: &str,
     ) -> Result<Carried, Unavailable> {
         self.ensure_checked().await?;
-        let inv = self.common_args(&self.peek, policy, session, turn);
-        let reply = self.run(inv).await?;
+        let keys = session_keys(self.prefix(), policy, session);
+        let slot = key_slot(&keys.0);
+        let inv = self.common_args(&self.peek, keys, slot, turn);
+        let reply = self.run(slot, inv).await?;
         self.carried(policy, &reply)
     }
 
@@ -366,13 +620,16 @@ impl RedisStore {
 
     /// Checks the store once it answers: an eviction policy that can drop session keys makes
     /// every batch judged fail-closed (at start-up, [`RedisStore::inspect`] refuses it).
-    async fn ensure_checked(&self) -> Result<(), Unavailable> {
+    /// Then reads (or, under `--state-new`, creates) every slot's marker. Called at start-up
+    /// by [`super::TurnState::announce`], and before each batch until it has succeeded once.
+    pub async fn ensure_checked(&self) -> Result<(), Unavailable> {
         use std::sync::atomic::Ordering::Relaxed;
         if self.checked.load(Relaxed) {
             return Ok(());
         }
         match self.inspect().await {
             Ok(Inspection { evicting: None, .. }) => {
+                self.read_markers().await?;
                 self.checked.store(true, Relaxed);
                 Ok(())
             }
@@ -390,19 +647,30 @@ impl RedisStore {
     /// What the store says of its eviction policy and persistence (`INFO memory`,
     /// `INFO persistence`, and `CONFIG GET save` where the store allows it).
     pub async fn inspect(&self) -> Result<Inspection, Unavailable> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.connection();
+        // A cluster answers INFO from every primary, as a map by node: every node must keep
+        // keys (and have the AOF on, for it to count).
         let info = |section: &'static str| {
             let mut conn = conn.clone();
             async move {
-                tokio::time::timeout(
+                let reply = tokio::time::timeout(
                     self.timeout,
                     redis::cmd("INFO")
                         .arg(section)
-                        .query_async::<String>(&mut conn),
+                        .query_async::<redis::Value>(&mut conn),
                 )
                 .await
                 .map_err(|_| Unavailable)?
-                .map_err(|_| Unavailable)
+                .map_err(|_| Unavailable)?;
+                let texts: Vec<String> = match reply {
+                    redis::Value::Map(nodes) => nodes
+                        .into_iter()
+                        .map(|(_, v)| redis::from_redis_value::<String>(v))
+                        .collect::<Result<_, _>>()
+                        .map_err(|_| Unavailable)?,
+                    v => vec![redis::from_redis_value::<String>(v).map_err(|_| Unavailable)?],
+                };
+                Ok::<_, Unavailable>(texts)
             }
         };
         let memory = info("memory").await?;
@@ -423,10 +691,16 @@ impl RedisStore {
                 .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
                 .map(|v| v.trim().to_string())
         };
-        let policy = field(&memory, "maxmemory_policy").unwrap_or_default();
+        let evicting = memory
+            .iter()
+            .map(|text| field(text, "maxmemory_policy").unwrap_or_default())
+            .find(|policy| policy != "noeviction");
         Ok(Inspection {
-            evicting: (policy != "noeviction").then_some(policy),
-            aof: field(&persistence, "aof_enabled").as_deref() == Some("1"),
+            evicting,
+            aof: !persistence.is_empty()
+                && persistence
+                    .iter()
+                    .all(|text| field(text, "aof_enabled").as_deref() == Some("1")),
             save,
         })
     }
@@ -434,9 +708,9 @@ impl RedisStore {
     /// Whether the store answers a `PING` within the timeout.
     pub async fn ping(&self) -> bool {
         let started = Instant::now();
-        let mut conn = self.conn.clone();
+        let mut conn = self.connection();
         let result = match tokio::time::timeout(
-            self.timeout,
+            self.timeout(),
             redis::cmd("PING").query_async::<String>(&mut conn),
         )
         .await
@@ -488,6 +762,81 @@ pub fn evicting_error(policy: &str) -> String {
     )
 }
 
+/// A turn id as the session string stores it (common.lua): `%`, "\n", "\x01" and "\x02"
+/// written `%XX`, so the script finds a turn with one plain search and never escapes.
+fn stored_id(turn: &str) -> std::borrow::Cow<'_, str> {
+    if !turn.contains(['%', '\n', '\u{1}', '\u{2}']) {
+        return std::borrow::Cow::Borrowed(turn);
+    }
+    let mut out = String::with_capacity(turn.len() + 8);
+    for c in turn.chars() {
+        match c {
+            '%' | '\n' | '\u{1}' | '\u{2}' => out.push_str(&format!("%{:02X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Runs `futures` concurrently on this task, their outputs in order (the few lines of
+/// `futures::future::join_all` this needs, without the crate).
+async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    use std::task::Poll;
+    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, done) in futures.iter_mut().zip(out.iter_mut()) {
+            if done.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(v) => *done = Some(v),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_redis_cluster_slots() {
+        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(crc16(b"123456789"), 0x31C3);
+        assert_eq!(key_slot("foo"), 12182);
+        assert_eq!(
+            key_slot("{user1000}.following"),
+            key_slot("{user1000}.followers")
+        );
+        // An empty tag hashes the whole key; only the first `{...}` counts.
+        assert_eq!(key_slot("foo{}{bar}"), crc16(b"foo{}{bar}") % 16_384);
+        assert_eq!(key_slot("foo{{bar}}zap"), crc16(b"{bar") % 16_384);
+    }
+
+    #[test]
+    fn every_slot_has_a_marker_in_it() {
+        for slot in 0..u16::try_from(SLOTS).unwrap_or(u16::MAX) {
+            assert_eq!(key_slot(&marker_key("toolgate", slot)), slot);
+        }
+    }
+
+    #[test]
+    fn stored_ids_escape_the_separators_and_the_escape() {
+        assert_eq!(stored_id("t1"), "t1");
+        assert_eq!(stored_id("a%\n\u{1}\u{2}|b"), "a%25%0A%01%02|b");
+        assert_ne!(stored_id("t\u{1}"), stored_id("t%01"));
+    }
 }

@@ -111,7 +111,8 @@ impl RedisStore {
             "{}:h:{{{}:{}:{}}}",
             self.prefix, key.agent, key.module, key.session
         );
-        let mut inv = self.invocation(&self.hook, [&hash, &hash], "");
+        let slot = super::key_slot(&hash);
+        let mut inv = self.common_args(&self.hook, (hash.clone(), hash), slot, "");
         match &write {
             None => {
                 inv.arg("read");
@@ -124,7 +125,7 @@ impl RedisStore {
                     .arg(if w.judged_lost { "lost" } else { "ok" });
             }
         }
-        let reply = self.run(inv).await?;
+        let reply = self.run(slot, inv).await?;
         let Ok([status, state, _, _, version, written]) = <[String; 6]>::try_from(reply) else {
             return Err(Unavailable);
         };
