@@ -439,6 +439,34 @@ fn a_store_restored_from_an_older_snapshot_keeps_the_turn_latched() {
     expect(&v, &[(false, "latch")], "carried");
 }
 
+/// On one node the store's latch counter is one for the whole store: a replica that saw a
+/// latch written for one session knows a restore went back in time for every session, those
+/// it never judged included. (Per-slot counters, which a cluster needs, would miss this: the
+/// replica never saw the other session's slot move.)
+#[test]
+fn a_snapshot_restore_is_seen_for_sessions_this_replica_never_judged() {
+    if !redis_available() {
+        return;
+    }
+    let mut redis = Redis::start("snapshot-other", false);
+    let a = replica("state-snap-other-a", &redis, &[]);
+    let b = replica("state-snap-other-b", &redis, &[]);
+    let other = |turn: &str, tools: &[&str]| {
+        let mut req = call(turn, tools);
+        req["session"] = json!("other");
+        req
+    };
+    assert_eq!(redis.command(&["SAVE"]).as_deref(), Some("+OK"));
+    // B latches session `other`; A only ever judges session `s`, after B's latch.
+    decide(&b.addr, &other("t1", &["fetch"]));
+    decide(&a.addr, &call("t1", &["fetch"]));
+    redis.kill();
+    redis.restart();
+    wait_health(&a.addr, true);
+    let v = decide(&a.addr, &other("t1", &["send"]));
+    expect(&v, &[(false, "latch")], "expired");
+}
+
 /// A replica started after a FLUSHALL does not take the empty store as new, and what it
 /// writes before a replica that knew the store sees the loss is not trusted either.
 #[test]

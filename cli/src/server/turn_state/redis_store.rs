@@ -3,10 +3,12 @@
 //! (`--state redis+cluster://HOST:PORT,HOST:PORT`, [`CLUSTER_SCHEMES`]).
 //!
 //! Every key a batch touches is in one cluster slot: the session's keys share the hash tag
-//! `{MODULE:SESSION}`, and the store-loss marker is kept per slot (16 384 of them, each under a
-//! tag chosen to land in its slot, [`marker_key`]). So a batch is one round trip to one shard
-//! in a cluster too, and a shard that lost its data is detected for its own slots. Single node
-//! and cluster run the same scripts and keys; only the connection differs
+//! `{MODULE:SESSION}`, and in a cluster the store-loss marker is kept per slot (16 384 of
+//! them, each under a tag chosen to land in its slot, [`marker_key`]). So a batch is one round
+//! trip to one shard in a cluster too, and a shard that lost its data is detected for its own
+//! slots. A single node keeps one marker (slot 0's) for every session, so its latch counter
+//! is global and a restore is seen for sessions a replica never judged. Single node and
+//! cluster run the same scripts; only the connection and the marker's slot differ
 //! ([`StoreConnection`]).
 //!
 //! `rediss://` (or `valkeys://`) reaches the store over TLS (rustls, through the client's own
@@ -540,6 +542,25 @@ impl RedisStore {
         inv
     }
 
+    /// The slot whose marker judges `key`: in a cluster its own slot (a script's keys must all
+    /// be in one), on a single node slot 0 for every key. One marker for a whole node keeps
+    /// its counter global: a replica that saw any latch written knows a restore to an older
+    /// snapshot went back for every session, those it never judged included.
+    fn marker_slot(&self, key: &str) -> u16 {
+        match self.conn {
+            StoreConnection::Cluster(_) => key_slot(key),
+            StoreConnection::Single(_) => 0,
+        }
+    }
+
+    /// How many markers the store has: one per slot in a cluster, one on a single node.
+    fn marker_slots(&self) -> usize {
+        match self.conn {
+            StoreConnection::Cluster(_) => SLOTS,
+            StoreConnection::Single(_) => 1,
+        }
+    }
+
     /// Reads every slot's marker, so this replica knows each slot's epoch and counter from
     /// the start; under `--state-new`, creates the markers that are missing (a replica started
     /// later must not take a slot no batch has used yet for one that lost its data).
@@ -547,11 +568,12 @@ impl RedisStore {
     /// Runs a few scripts at a time over the one connection, pipelined.
     async fn read_markers(&self) -> Result<(), Unavailable> {
         const WORKERS: usize = 32;
+        let slots = self.marker_slots();
         let mut tasks = Vec::with_capacity(WORKERS);
-        for worker in 0..WORKERS {
+        for worker in 0..WORKERS.min(slots) {
             tasks.push(async move {
                 let mut slot = worker;
-                while slot < SLOTS {
+                while slot < slots {
                     let slot16 = u16::try_from(slot).map_err(|_| Unavailable)?;
                     let key = marker_key(self.prefix(), slot16);
                     let inv = self.common_args(&self.marker, (key.clone(), key), slot16, "");
@@ -575,7 +597,7 @@ impl RedisStore {
     ) -> Result<Reply, Unavailable> {
         self.ensure_checked().await?;
         let keys = session_keys(self.prefix(), policy, session);
-        let slot = key_slot(&keys.0);
+        let slot = self.marker_slot(&keys.0);
         let mut inv = self.common_args(&self.exchange, keys, slot, turn);
         inv.arg(latches::encode(policy, own))
             .arg(RECENT_TURNS)
@@ -596,7 +618,7 @@ impl RedisStore {
     ) -> Result<Carried, Unavailable> {
         self.ensure_checked().await?;
         let keys = session_keys(self.prefix(), policy, session);
-        let slot = key_slot(&keys.0);
+        let slot = self.marker_slot(&keys.0);
         let inv = self.common_args(&self.peek, keys, slot, turn);
         let reply = self.run(slot, inv).await?;
         self.carried(policy, &reply)

@@ -111,7 +111,7 @@ impl RedisStore {
             "{}:h:{{{}:{}:{}}}",
             self.prefix, key.agent, key.module, key.session
         );
-        let slot = super::key_slot(&hash);
+        let slot = self.marker_slot(&hash);
         let mut inv = self.common_args(&self.hook, (hash.clone(), hash), slot, "");
         match &write {
             None => {
