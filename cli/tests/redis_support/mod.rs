@@ -17,8 +17,10 @@ pub struct Redis {
     dir: PathBuf,
     persist: bool,
     tls: Option<Tls>,
-    /// Started with `--cluster-enabled yes` (a node of a [`RedisCluster`]).
-    cluster: bool,
+    /// Started with `--cluster-enabled yes` (a node of a [`RedisCluster`]): the cluster bus
+    /// port, given with `--cluster-port`. Redis's default, the port + 10 000, fails for an
+    /// ephemeral port above 55 535 and may be taken by another test's store.
+    cluster: Option<u16>,
 }
 
 /// A TLS listener beside the plain one, with certificates made for it by `openssl`.
@@ -88,7 +90,7 @@ impl Redis {
             dir,
             persist,
             tls: None,
-            cluster,
+            cluster: cluster.then(free_port),
         };
         r.restart();
         r
@@ -140,9 +142,10 @@ impl Redis {
         } else {
             cmd.args(["--appendonly", "no"]);
         }
-        if self.cluster {
+        if let Some(bus) = self.cluster {
             cmd.args(["--cluster-enabled", "yes", "--cluster-config-file"])
                 .arg(self.dir.join("nodes.conf"))
+                .args(["--cluster-port", &bus.to_string()])
                 .args(["--cluster-node-timeout", "5000"]);
         }
         if let Some(tls) = &self.tls {
