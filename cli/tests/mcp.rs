@@ -1944,17 +1944,19 @@ fn the_typescript_sdk_client_over_streamable_http_gets_valid_results_refusals_an
     assert_eq!(s.reached().len(), 8, "{:?}", s.reached());
 }
 
-/// The turn-state contract (`turns/contract/scenarios.json`) over the stdio proxy, one MCP
-/// session per scenario. The proxy reads an unseen `io.toolgate/turn` id as a new turn
+/// One contract scenario as the proxy runs it: each call (or post-event, which on the proxy
+/// is a call that ran) as `(upstream tool, its arguments, the turn, the verdict expected, the
+/// step as written)`.
+type ContractCalls = Vec<(&'static str, Value, Value, &'static str, String)>;
+
+/// The turn-state contract (`turns/contract/scenarios.json`) as the proxy runs it: its policy
+/// with the contract's tools renamed to the upstream's, each scenario it can run, and the
+/// names of those it skips. The proxy reads an unseen `io.toolgate/turn` id as a new turn
 /// (`start_turn`), and has no prompt event: a signal step sends nothing, so a turn starts at
 /// its first call. A post-event is the call itself, which the proxy records when upstream
-/// answers. Its state lives and ends with the connection, and the policy is read once, so
-/// scenarios that need `lose` or `policy` are skipped.
-#[test]
-fn the_proxy_keeps_the_turn_state_contract() {
-    if !python_ready() {
-        return;
-    }
+/// answers. Its state lives and ends with the connection (or session), and the policy is read
+/// once, so scenarios that need `lose` or `policy` are skipped.
+fn proxy_contract() -> (String, Vec<(String, ContractCalls)>, Vec<String>) {
     let contract: Value =
         serde_json::from_str(include_str!("../../turns/contract/scenarios.json")).unwrap();
     // The contract's tools, as the upstream names them, with arguments it takes.
@@ -1974,22 +1976,23 @@ fn the_proxy_keeps_the_turn_state_contract() {
             _ => None,
         },
     );
-    let s = Setup::with_policy("contract", &policy);
+    let mut scenarios = Vec::new();
     let mut skipped = Vec::new();
     for scenario in contract["scenarios"].as_array().unwrap() {
-        let name = scenario["name"].as_str().unwrap();
+        let name = scenario["name"].as_str().unwrap().to_string();
         if scenario["needs"].as_array().is_some_and(|n| !n.is_empty()) {
             skipped.push(name);
             continue;
         }
-        let mut steps = Vec::new();
-        let mut want = Vec::new();
+        let mut calls = Vec::new();
         for step in scenario["steps"].as_array().unwrap() {
             let (tool, expect) = match (step["call"].as_str(), step["post"].as_str()) {
                 (Some(tool), _) => {
                     let expect = match &step["expect"] {
-                        Value::String(s) => s.as_str(),
-                        per_mode => per_mode["start_turn"].as_str().unwrap(),
+                        Value::String(s) if s == "deny" => "deny",
+                        Value::String(_) => "allow",
+                        per_mode if per_mode["start_turn"] == "deny" => "deny",
+                        _ => "allow",
                     };
                     (tool, expect)
                 }
@@ -1997,11 +2000,35 @@ fn the_proxy_keeps_the_turn_state_contract() {
                 (None, None) => continue,
             };
             let (tool, args) = upstream(tool);
-            steps.push(call_in_turn(tool, args, step["turn"].clone()));
-            want.push((step.to_string(), expect));
+            calls.push((tool, args, step["turn"].clone(), expect, step.to_string()));
         }
+        scenarios.push((name, calls));
+    }
+    (policy, scenarios, skipped)
+}
+
+/// The contract scenarios the proxy skips.
+const PROXY_SKIPS: [&str; 2] = [
+    "lost_state_keeps_every_turn_latched_until_the_next_signal",
+    "a_latch_the_new_policy_drops_blocks_its_turn_until_the_next_signal",
+];
+
+/// The turn-state contract over stdio, through the official Python SDK's client: one
+/// connection per scenario.
+#[test]
+fn the_proxy_keeps_the_turn_state_contract() {
+    if !python_ready() {
+        return;
+    }
+    let (policy, scenarios, skipped) = proxy_contract();
+    let s = Setup::with_policy("contract", &policy);
+    for (name, calls) in &scenarios {
+        let steps = calls
+            .iter()
+            .map(|(tool, args, turn, _, _)| call_in_turn(tool, args.clone(), turn.clone()))
+            .collect();
         let (_, out) = s.client(&[], steps);
-        for ((step, expect), answer) in want.iter().zip(&out) {
+        for ((_, _, _, expect, step), answer) in calls.iter().zip(&out) {
             let got = if answer["meta"] == json!({"io.toolgate/denied": true}) {
                 "deny"
             } else {
@@ -2011,13 +2038,33 @@ fn the_proxy_keeps_the_turn_state_contract() {
             assert_eq!(got, *expect, "{name}: {step}: {answer}");
         }
     }
-    assert_eq!(
-        skipped,
-        [
-            "lost_state_keeps_every_turn_latched_until_the_next_signal",
-            "a_latch_the_new_policy_drops_blocks_its_turn_until_the_next_signal"
-        ]
-    );
+    assert_eq!(skipped, PROXY_SKIPS);
+}
+
+/// The same contract over Streamable HTTP (`mcp --listen`): one MCP session per scenario.
+#[test]
+fn the_listener_keeps_the_turn_state_contract() {
+    if !python_ready() {
+        return;
+    }
+    let (policy, scenarios, skipped) = proxy_contract();
+    let s = Setup::with_policy("contract-listen", &policy);
+    let (_proxy, addr) = s.listen(&[]);
+    for (name, calls) in &scenarios {
+        let session = mcp_open(&addr, name);
+        for (tool, args, turn, expect, step) in calls {
+            let answer = mcp_call(&addr, &session, tool, args.clone(), turn.as_str());
+            let result = &answer["result"];
+            let got = if result["_meta"] == json!({"io.toolgate/denied": true}) {
+                "deny"
+            } else {
+                assert_eq!(result["isError"], false, "{name}: {step}: {answer}");
+                "allow"
+            };
+            assert_eq!(got, *expect, "{name}: {step}: {answer}");
+        }
+    }
+    assert_eq!(skipped, PROXY_SKIPS);
 }
 
 /// `text` with every identifier `rename` maps replaced (whole identifiers only, so a rule

@@ -1,6 +1,6 @@
 //! The turn-state contract (`turns/contract/scenarios.json`, issue 20) run against every
-//! surface this binary serves: `toolgate hook` (state files), `/v1/hooks` in memory, and
-//! `/v1/hooks` over a real `redis-server` (`--state`). The Python and Node packages run the
+//! surface this binary serves: `toolgate hook` (state files), `/v1/hooks` and `/v1/decide`
+//! in memory, and both over a real `redis-server` (`--state`). The Python and Node packages run the
 //! same file (`bindings/python/tests`, `bindings/node/test`). A scenario a surface cannot run (`needs`) is skipped
 //! there, and each driver says which ones in [`Surface::can`].
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -13,6 +13,7 @@ use server_support::*;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::rc::Rc;
 
 const SCENARIOS: &str = include_str!("../../turns/contract/scenarios.json");
 
@@ -26,6 +27,11 @@ trait Surface {
     fn lose(&mut self);
     /// Replaces the serving policy with `text`.
     fn set_policy(&mut self, text: &str);
+    /// Which reading of unseen turn ids a per-mode expectation takes here (`need_signal`:
+    /// only a prompt starts a turn).
+    fn reading(&self) -> &'static str {
+        "need_signal"
+    }
 }
 
 struct Contract {
@@ -72,7 +78,7 @@ impl Contract {
                 } else if let Some(tool) = step["call"].as_str() {
                     let want = match &step["expect"] {
                         Value::String(s) => s.as_str(),
-                        per_mode => per_mode["need_signal"].as_str().unwrap(),
+                        per_mode => per_mode[surface.reading()].as_str().unwrap(),
                     };
                     let event = json!({"session_id": session, "prompt_id": step["turn"],
                                        "hook_event_name": "PreToolUse", "tool_name": tool,
@@ -177,7 +183,7 @@ impl Drop for HookFile {
 /// `POST /v1/hooks/claude-code` on a running server; its turn state in memory, or in a
 /// shared store it can flush.
 struct HttpHooks<'a> {
-    server: &'a Server,
+    server: Rc<Server>,
     redis: Option<&'a Redis>,
     base_policy: String,
     changed_policy: bool,
@@ -219,6 +225,58 @@ impl Drop for HttpHooks<'_> {
     }
 }
 
+/// `POST /v1/decide` with `session` and `turn`: the executor's batch endpoint, one call per
+/// batch here. Its turn ids are the executor's own and a prompt has no event of its own, so
+/// an unseen id starts a turn, and is the only sign of one (the `no_signal` reading). The server keeps latches only; `called` is the executor's fact, so the driver
+/// carries the calls it was told ran, as an executor does.
+struct HttpDecide<'a> {
+    hooks: HttpHooks<'a>,
+    ran: Vec<Value>,
+}
+
+impl Surface for HttpDecide<'_> {
+    fn can(&self, need: &str) -> bool {
+        self.hooks.can(need)
+    }
+
+    fn send(&mut self, event: &Value) -> String {
+        match event["hook_event_name"].as_str().unwrap() {
+            "UserPromptSubmit" => String::new(),
+            "PostToolUse" => {
+                self.ran
+                    .push(json!({"tool": event["tool_name"], "ok": true}));
+                String::new()
+            }
+            _ => {
+                let body = json!({
+                    "session": event["session_id"], "turn": event["prompt_id"],
+                    "facts": {"stage": "main", "called": self.ran},
+                    "calls": [{"id": event["tool_use_id"], "tool": event["tool_name"], "args": {}}],
+                });
+                let (st, v) = post_json(&self.hooks.server.addr, "/v1/decide", &body);
+                assert_eq!(st, 200, "{v}");
+                if v["decisions"][0]["allow"] == true {
+                    "allow".into()
+                } else {
+                    "deny".into()
+                }
+            }
+        }
+    }
+
+    fn lose(&mut self) {
+        self.hooks.lose();
+    }
+
+    fn set_policy(&mut self, text: &str) {
+        self.hooks.set_policy(text);
+    }
+
+    fn reading(&self) -> &'static str {
+        "no_signal"
+    }
+}
+
 #[test]
 fn toolgate_hook_with_state_files_keeps_the_contract() {
     let contract = Contract::load();
@@ -231,14 +289,14 @@ fn toolgate_hook_with_state_files_keeps_the_contract() {
 fn v1_hooks_in_memory_keeps_the_contract() {
     let contract = Contract::load();
     let policy = contract.base_policy().to_string();
-    let server = start(
+    let server = Rc::new(start(
         "contract-memory",
         &[("contract.gate", &policy)],
         &["--poll-ms", "0"],
-    );
+    ));
     let skipped = contract.run("/v1/hooks (memory)", || {
         Box::new(HttpHooks {
-            server: &server,
+            server: server.clone(),
             redis: None,
             base_policy: policy.clone(),
             changed_policy: false,
@@ -259,17 +317,85 @@ fn v1_hooks_over_redis_keeps_the_contract() {
     let contract = Contract::load();
     let policy = contract.base_policy().to_string();
     let url = redis.url();
-    let server = start(
+    let server = Rc::new(start(
         "contract-redis",
         &[("contract.gate", &policy)],
         &["--poll-ms", "0", "--state", &url, "--state-new"],
-    );
+    ));
     let skipped = contract.run("/v1/hooks (redis)", || {
         Box::new(HttpHooks {
-            server: &server,
+            server: server.clone(),
             redis: Some(&redis),
             base_policy: policy.clone(),
             changed_policy: false,
+        })
+    });
+    assert!(skipped.is_empty(), "{skipped:?}");
+}
+
+#[test]
+fn v1_decide_in_memory_keeps_the_contract() {
+    let contract = Contract::load();
+    let policy = contract.base_policy().to_string();
+    let server = Rc::new(start(
+        "contract-decide-memory",
+        &[("contract.gate", &policy)],
+        &["--poll-ms", "0"],
+    ));
+    let skipped = contract.run("/v1/decide (memory)", || {
+        Box::new(HttpDecide {
+            hooks: HttpHooks {
+                server: server.clone(),
+                redis: None,
+                base_policy: policy.clone(),
+                changed_policy: false,
+            },
+            ran: Vec::new(),
+        })
+    });
+    assert_eq!(
+        skipped,
+        ["lost_state_keeps_every_turn_latched_until_the_next_signal (no lose)"]
+    );
+}
+
+#[test]
+fn v1_decide_over_redis_keeps_the_contract() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start("contract-decide", false);
+    let contract = Contract::load();
+    let policy = contract.base_policy().to_string();
+    let url = redis.url();
+    // A server and key prefix per scenario: after `lose`, every turn the store does not hold
+    // stays latched for the session TTLs (the `no_signal` reading), and would leak into the
+    // next scenario's turns.
+    let mut n = 0;
+    let skipped = contract.run("/v1/decide (redis)", || {
+        n += 1;
+        let prefix = format!("contract{n}");
+        let server = start(
+            &format!("contract-decide-redis-{n}"),
+            &[("contract.gate", &policy)],
+            &[
+                "--poll-ms",
+                "0",
+                "--state",
+                &url,
+                "--state-new",
+                "--state-prefix",
+                &prefix,
+            ],
+        );
+        Box::new(HttpDecide {
+            hooks: HttpHooks {
+                server: Rc::new(server),
+                redis: Some(&redis),
+                base_policy: policy.clone(),
+                changed_policy: false,
+            },
+            ran: Vec::new(),
         })
     });
     assert!(skipped.is_empty(), "{skipped:?}");

@@ -17,7 +17,10 @@
 //!   none can be, a new session is refused ([`SessionError::Full`]). Latched state is never
 //!   evicted.
 //! - State is stored by latch name. Carried into a policy that no longer declares a stored
-//!   name (a reload renamed or removed it), every latch is set for the rest of the turn.
+//!   name (a reload renamed or removed it, or a policy file was read half-written), the turn
+//!   cannot be judged: [`Carried::undeclared`] names the latch, and the surface denies every
+//!   call of the turn. Setting every latch instead would fail open under a policy that
+//!   declares none.
 
 use dashmap::mapref::entry::Entry as MapEntry;
 use dashmap::DashMap;
@@ -86,6 +89,62 @@ pub struct Carried {
     pub origin: Origin,
     /// The state, in the judging policy's latch names.
     pub latched: Latched,
+    /// A latch set earlier in this turn that the judging policy does not declare (a reload
+    /// removed or renamed it). No call of the turn can be judged against such a policy: the
+    /// surface denies each one, until a new turn (`latched` is then every latch, for callers
+    /// that only advise, like `/v1/offer`).
+    pub undeclared: Option<Box<str>>,
+}
+
+impl Carried {
+    /// A turn the store held nothing for.
+    pub fn new_turn() -> Carried {
+        Carried {
+            origin: Origin::New,
+            latched: Latched::Flag(false),
+            undeclared: None,
+        }
+    }
+
+    /// A turn known to have latched whose exact state is gone (`origin` says why): every
+    /// latch.
+    pub fn every_latch(origin: Origin) -> Carried {
+        Carried {
+            origin,
+            latched: Latched::Flag(true),
+            undeclared: None,
+        }
+    }
+
+    /// Why no call of this turn can be judged by `policy`, if none can: a latch set in the
+    /// turn that `policy` does not declare ([`Carried::undeclared`]), or `"*"` when the turn
+    /// holds every latch (it latched, and its exact state is gone) and `policy` declares none,
+    /// so that "every latch" would block nothing.
+    pub fn unjudgeable(&self, policy: &Policy) -> Option<&str> {
+        match &self.undeclared {
+            Some(name) => Some(name),
+            None if self.latched == Latched::Flag(true) && policy.latches().next().is_none() => {
+                Some("*")
+            }
+            None => None,
+        }
+    }
+
+    /// The stored state of a held turn, or its undeclared latch.
+    pub fn held(origin: Origin, latched: Result<Latched, Box<str>>) -> Carried {
+        match latched {
+            Ok(latched) => Carried {
+                origin,
+                latched,
+                undeclared: None,
+            },
+            Err(name) => Carried {
+                origin,
+                latched: Latched::Flag(true),
+                undeclared: Some(name),
+            },
+        }
+    }
 }
 
 /// Why a batch's session could not be started or continued.
@@ -137,13 +196,9 @@ impl TurnLatches {
     fn from_state(policy: &Policy, state: &LatchState) -> Self {
         match state {
             LatchState::Flag(false) => TurnLatches::none(),
+            // Under a policy that declares no latch there is nothing to set.
             LatchState::Flag(true) => {
-                let names: Vec<Box<str>> = policy.latches().map(Box::from).collect();
-                if names.is_empty() {
-                    TurnLatches::All
-                } else {
-                    TurnLatches::Names(sorted(names))
-                }
+                TurnLatches::Names(sorted(policy.latches().map(Box::from).collect()))
             }
             LatchState::ByName(m) => TurnLatches::Names(
                 m.iter()
@@ -166,20 +221,20 @@ impl TurnLatches {
         }
     }
 
-    /// The state in `policy`'s names; `None` when a stored name is not declared there.
-    fn in_policy(&self, policy: &Policy) -> Option<Latched> {
+    /// The state in `policy`'s names; the first stored name not declared there as the error.
+    fn in_policy(&self, policy: &Policy) -> Result<Latched, Box<str>> {
         match self {
-            TurnLatches::All => Some(Latched::Flag(true)),
-            TurnLatches::Names(v) if v.is_empty() => Some(Latched::Flag(false)),
+            TurnLatches::All => Ok(Latched::Flag(true)),
+            TurnLatches::Names(v) if v.is_empty() => Ok(Latched::Flag(false)),
             TurnLatches::Names(v) => {
                 let mut map = BTreeMap::new();
                 for name in v {
                     if !policy.latches().any(|l| l == &**name) {
-                        return None;
+                        return Err(name.clone());
                     }
                     map.insert(Arc::from(&**name), true);
                 }
-                Some(Latched::ByName(map))
+                Ok(Latched::ByName(map))
             }
         }
     }
@@ -330,10 +385,7 @@ impl SessionStore {
         match self.map.entry(key) {
             MapEntry::Vacant(v) => {
                 v.insert(entry);
-                Ok(Carried {
-                    origin: Origin::New,
-                    latched: Latched::Flag(false),
-                })
+                Ok(Carried::new_turn())
             }
             MapEntry::Occupied(mut o) => {
                 // Another batch started this session meanwhile.
@@ -352,14 +404,8 @@ impl SessionStore {
 
     /// The state `turn` would carry, without starting anything (for `/v1/offer`).
     pub fn peek(&self, policy: &Policy, session: &str, turn: &str, now: Instant) -> Carried {
-        let new = Carried {
-            origin: Origin::New,
-            latched: Latched::Flag(false),
-        };
-        let expired = Carried {
-            origin: Origin::Expired,
-            latched: Latched::Flag(true),
-        };
+        let new = Carried::new_turn();
+        let expired = Carried::every_latch(Origin::Expired);
         let Some(e) = self.map.get(&key(policy, session)) else {
             return new;
         };
@@ -375,10 +421,7 @@ impl SessionStore {
                     new
                 }
             }
-            Some(l) => Carried {
-                origin: Origin::Carried,
-                latched: l.in_policy(policy).unwrap_or(Latched::Flag(true)),
-            },
+            Some(l) => Carried::held(Origin::Carried, l.in_policy(policy)),
         }
     }
 
@@ -478,20 +521,12 @@ impl SessionStore {
         hash: u64,
     ) -> Result<Carried, SessionError> {
         if let Some(i) = e.position(turn) {
-            let t = &mut e.recent[i];
-            let latched = match t.latches.in_policy(policy) {
-                Some(l) => l,
-                None => {
-                    // A stored latch the policy no longer declares: every latch, for the
-                    // rest of the turn.
-                    t.latches = TurnLatches::All;
-                    Latched::Flag(true)
-                }
-            };
-            return Ok(Carried {
-                origin: Origin::Carried,
-                latched,
-            });
+            // A stored latch the policy no longer declares stays stored, so every batch of
+            // the turn under that policy finds it.
+            return Ok(Carried::held(
+                Origin::Carried,
+                e.recent[i].latches.in_policy(policy),
+            ));
         }
         let (origin, latches) = match e.latched_old.iter().position(|h| *h == hash) {
             Some(i) => {
@@ -523,15 +558,15 @@ impl SessionStore {
                 e.latched_old.push(self.hash(&out.id));
             }
         }
-        let latched = match &latches {
-            TurnLatches::All => Latched::Flag(true),
-            TurnLatches::Names(_) => Latched::Flag(false),
+        let carried = match &latches {
+            TurnLatches::All => Carried::every_latch(origin),
+            TurnLatches::Names(_) => Carried::new_turn(),
         };
         e.recent.push(Turn {
             id: turn.into(),
             latches,
         });
-        Ok(Carried { origin, latched })
+        Ok(carried)
     }
 
     fn full(&self) -> SessionError {
@@ -721,23 +756,32 @@ mod tests {
     }
 
     #[test]
-    fn a_stored_name_the_policy_no_longer_declares_sets_every_latch_for_the_turn() {
+    fn a_stored_name_the_policy_no_longer_declares_is_named_for_the_rest_of_the_turn() {
         let p = Policy::compile("two.gate", TWO).unwrap();
         let renamed = Policy::compile("two.gate", &TWO.replace("l1", "first")).unwrap();
+        let none = Policy::compile("two.gate", "module two\nread look\n").unwrap();
         let s = store(10);
         let t0 = Instant::now();
         s.begin(&p, "s", "t", t0).unwrap();
         s.record(&p, "s", "t", &l1(), t0);
-        assert_eq!(s.peek(&renamed, "s", "t", t0).latched, Latched::Flag(true));
+        let peeked = s.peek(&renamed, "s", "t", t0);
         assert_eq!(
-            s.begin(&renamed, "s", "t", t0).unwrap().latched,
-            Latched::Flag(true)
+            (peeked.latched, peeked.undeclared.as_deref()),
+            (Latched::Flag(true), Some("l1"))
         );
-        // Back under the old names, still every latch: the turn's state is now "all".
+        for policy in [&renamed, &none, &renamed] {
+            let c = s.begin(policy, "s", "t", t0).unwrap();
+            assert_eq!(c.undeclared.as_deref(), Some("l1"));
+        }
+        // The stored names are kept: back under the policy that declares them, the turn is
+        // judged with exactly its own latch again.
+        let back = s.begin(&p, "s", "t", t0).unwrap();
         assert_eq!(
-            s.begin(&p, "s", "t", t0).unwrap().latched,
-            Latched::Flag(true)
+            (back.latched, back.undeclared),
+            (Latched::ByName([("l1".into(), true)].into()), None)
         );
+        // A new turn under the policy without latches starts clean.
+        assert_eq!(s.begin(&none, "s", "t2", t0).unwrap(), Carried::new_turn());
     }
 
     #[test]

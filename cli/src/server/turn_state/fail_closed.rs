@@ -1,4 +1,5 @@
-//! Judging a batch when the shared store cannot be reached or does not answer in time.
+//! Judging a batch when the shared store cannot be reached or does not answer in time, or
+//! when the turn's stored latches name one the judging policy does not declare.
 //!
 //! The batch is judged with every latch set. A call a latch blocks is then denied with kind
 //! `state` and a fixed refusal, unless the batch's own latches already block it (that denial
@@ -6,6 +7,11 @@
 //! way even where it would be allowed: the store cannot record the latch, so a later batch of
 //! the turn, once the store is back, would run unlatched. Every other call is judged as
 //! usual, since no latch touches it.
+//!
+//! A turn whose stored latches the policy no longer declares (a reload removed or renamed
+//! one, or read a policy file half-written) has every call denied as `state` ([`undeclared`]):
+//! which calls that latch blocked is unknown to the policy now judging, and setting "every
+//! latch" instead blocks nothing under a policy that declares none.
 
 use std::sync::{Arc, OnceLock};
 use toolgate_engine::{Decision, DenyKind, Policy, Response};
@@ -23,27 +29,49 @@ fn shared(cell: &'static OnceLock<Arc<str>>, text: &str) -> Arc<str> {
 /// `all` (the batch judged with every latch set) with each call turn state decides denied
 /// as `state`; `own` is the batch judged with only its own latch facts.
 pub fn relabel(policy: &Policy, own: &Response, mut all: Response) -> Response {
-    static RULE_TEXT: OnceLock<Arc<str>> = OnceLock::new();
     static REFUSAL_TEXT: OnceLock<Arc<str>> = OnceLock::new();
     for (d, o) in all.decisions.iter_mut().zip(&own.decisions) {
         let (sets, _) = policy.latch_bound(&d.tool);
         let by_latch = d.kind == Some(DenyKind::Latch) && o.kind != Some(DenyKind::Latch);
         if by_latch || (d.allow && sets) {
-            *d = Decision {
-                id: std::mem::take(&mut d.id),
-                tool: std::mem::take(&mut d.tool),
-                allow: false,
-                kind: Some(DenyKind::State),
-                rule: Some(shared(&RULE_TEXT, RULE)),
-                reason: Some(shared(&REFUSAL_TEXT, REFUSAL)),
-                fail_open: false,
-                detokenise: Vec::new(),
-                opaque_tokens: Vec::new(),
-                sanitise_output: false,
-            };
+            deny_as_state(d, shared(&REFUSAL_TEXT, REFUSAL));
         }
     }
     all
+}
+
+/// `own` (the batch judged with only its own latch facts) with every call denied as `state`:
+/// the turn set `latch` (`*`: every latch), which `policy` does not declare.
+pub fn undeclared(policy: &Policy, mut own: Response, latch: &str) -> Response {
+    let what = match latch {
+        "*" => "this turn set latches".to_string(),
+        name => format!("latch `{name}`, set earlier in this turn, is"),
+    };
+    let reason: Arc<str> = Arc::from(format!(
+        "the policy changed during this turn: {what} not declared by policy `{}` revision {}, so no call of this turn can be judged. It did not run; do not tell the user it ran. Tell the user the policy changed and ask them to send their request again.",
+        policy.module(),
+        policy.revision()
+    ));
+    for d in &mut own.decisions {
+        deny_as_state(d, reason.clone());
+    }
+    own
+}
+
+fn deny_as_state(d: &mut Decision, reason: Arc<str>) {
+    static RULE_TEXT: OnceLock<Arc<str>> = OnceLock::new();
+    *d = Decision {
+        id: std::mem::take(&mut d.id),
+        tool: std::mem::take(&mut d.tool),
+        allow: false,
+        kind: Some(DenyKind::State),
+        rule: Some(shared(&RULE_TEXT, RULE)),
+        reason: Some(reason),
+        fail_open: false,
+        detokenise: Vec::new(),
+        opaque_tokens: Vec::new(),
+        sanitise_output: false,
+    };
 }
 
 #[cfg(test)]
@@ -98,6 +126,21 @@ mod tests {
         assert_eq!(p.latch_bound("nope"), (false, false));
         assert_eq!(r.decisions[0].reason.as_deref(), Some(REFUSAL));
         assert_eq!(r.decisions[0].rule.as_deref(), Some(RULE));
+    }
+
+    #[test]
+    fn an_undeclared_latch_denies_every_call_and_names_the_latch() {
+        let p = Policy::compile("m.gate", POLICY).unwrap();
+        let r = undeclared(&p, p.decide(&batch(&["look", "fetch"], false)), "gone");
+        for d in &r.decisions {
+            assert!(!d.allow);
+            assert_eq!(d.kind, Some(DenyKind::State));
+            assert!(
+                d.reason.as_deref().unwrap().contains("latch `gone`"),
+                "{d:?}"
+            );
+        }
+        assert_eq!(r.decisions.len(), 2);
     }
 
     #[test]

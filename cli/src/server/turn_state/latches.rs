@@ -1,5 +1,5 @@
 //! A turn's latches as the shared store keeps them: `""` (none), `"*"` (every latch, whatever
-//! the policy declares) or the set latches' names, sorted and joined by `,` (latch names are
+//! the policy declares; written by the script for a turn it may have lost) or the set latches' names, sorted and joined by `,` (latch names are
 //! identifiers, so a comma cannot occur in one). Stored by name, like the in-memory store, so
 //! replicas serving different revisions during a rollout, or a reload that renames a latch,
 //! never read one latch's bit as another's.
@@ -20,29 +20,29 @@ pub fn encode(policy: &Policy, state: &LatchState) -> String {
             .map(|(n, _)| &**n)
             .collect(),
     };
-    if names.is_empty() && state.any() {
-        return ALL.to_string();
-    }
+    // A policy that declares no latch has nothing to latch: its `Flag(true)` (an executor's
+    // `"latched": true`) is stored as nothing, so "every latch" (`*`) is only ever written
+    // for a turn that latched under a policy that declares one.
     names.sort_unstable();
     names.dedup();
     names.join(",")
 }
 
-/// The stored latches in `policy`'s names; every latch when a stored name is not declared
-/// there (a reload renamed or removed it): unsure which latch it meant, all rather than none.
-pub fn decode(policy: &Policy, stored: &str) -> Latched {
+/// The stored latches in `policy`'s names; the first stored name not declared there (a
+/// reload renamed or removed it) as the error: the turn cannot be judged by that policy.
+pub fn decode(policy: &Policy, stored: &str) -> Result<Latched, Box<str>> {
     match stored {
-        "" => Latched::Flag(false),
-        ALL => Latched::Flag(true),
+        "" => Ok(Latched::Flag(false)),
+        ALL => Ok(Latched::Flag(true)),
         names => {
             let mut map = std::collections::BTreeMap::new();
             for name in names.split(',') {
                 if !policy.latches().any(|l| l == name) {
-                    return Latched::Flag(true);
+                    return Err(name.into());
                 }
                 map.insert(name.into(), true);
             }
-            Latched::ByName(map)
+            Ok(Latched::ByName(map))
         }
     }
 }
@@ -83,18 +83,18 @@ mod tests {
     }
 
     #[test]
-    fn names_round_trip_and_an_undeclared_name_means_every_latch() {
+    fn names_round_trip_and_an_undeclared_name_is_named() {
         let p = Policy::compile("two.gate", TWO).unwrap();
         assert_eq!(encode(&p, &by_name(&[("l2", true), ("l1", true)])), "l1,l2");
         assert_eq!(encode(&p, &by_name(&[("l1", false), ("l2", true)])), "l2");
         assert_eq!(encode(&p, &LatchState::Flag(false)), "");
         assert_eq!(
             decode(&p, "l2"),
-            Latched::ByName([("l2".into(), true)].into())
+            Ok(Latched::ByName([("l2".into(), true)].into()))
         );
-        assert_eq!(decode(&p, ""), Latched::Flag(false));
-        assert_eq!(decode(&p, "*"), Latched::Flag(true));
-        assert_eq!(decode(&p, "l2,gone"), Latched::Flag(true));
+        assert_eq!(decode(&p, ""), Ok(Latched::Flag(false)));
+        assert_eq!(decode(&p, "*"), Ok(Latched::Flag(true)));
+        assert_eq!(decode(&p, "l2,gone"), Err("gone".into()));
         let one = Policy::compile("one.gate", ONE).unwrap();
         assert_eq!(encode(&one, &LatchState::Flag(true)), "l");
     }

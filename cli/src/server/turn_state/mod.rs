@@ -76,6 +76,12 @@ impl TurnState {
                 }
             }
         };
+        if let Some(latch) = carried.unjudgeable(policy) {
+            return Judged::Done(
+                fail_closed::undeclared(policy, first, latch),
+                carried.origin,
+            );
+        }
         if latches::covers(&first.latched, &carried.latched) {
             Judged::Done(first, carried.origin)
         } else {
@@ -88,10 +94,10 @@ impl TurnState {
     pub async fn peek(&self, policy: &Policy, session: &str, turn: &str, now: Instant) -> Carried {
         match self {
             TurnState::Memory(store) => store.peek(policy, session, turn, now),
-            TurnState::Redis(store) => store.peek(policy, session, turn).await.unwrap_or(Carried {
-                origin: Origin::Unavailable,
-                latched: Latched::Flag(true),
-            }),
+            TurnState::Redis(store) => store
+                .peek(policy, session, turn)
+                .await
+                .unwrap_or(Carried::every_latch(Origin::Unavailable)),
         }
     }
 

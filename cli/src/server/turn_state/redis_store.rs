@@ -44,7 +44,7 @@ use rustls::sign::CertifiedKey;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use toolgate_engine::{LatchState, Latched, Policy};
+use toolgate_engine::{LatchState, Policy};
 use toolgate_turns::{Carried, Origin, SessionLimits, MAX_LATCHED_TURNS, RECENT_TURNS};
 
 /// The shared store could not be read or written in time.
@@ -633,11 +633,10 @@ impl RedisStore {
                 .store(false, std::sync::atomic::Ordering::Relaxed);
             return Err(Unavailable);
         };
-        let latched = match origin {
-            Origin::Expired => Latched::Flag(true),
-            _ => latches::decode(policy, stored),
-        };
-        Ok(Carried { origin, latched })
+        Ok(match origin {
+            Origin::Expired => Carried::every_latch(origin),
+            _ => Carried::held(origin, latches::decode(policy, stored)),
+        })
     }
 
     /// Checks the store once it answers: an eviction policy that can drop session keys makes
