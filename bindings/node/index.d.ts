@@ -34,6 +34,8 @@ export interface Facts {
   messages?: { from: string; media?: string[]; text?: Json }[];
   fields?: { [name: string]: Json };
   called?: { tool: string; ok: boolean; turns_ago?: number }[];
+  /** Approval digests a person granted: each allows exactly the call whose ask carried it. */
+  approvals?: string[];
   [custom: string]: Json | undefined;
 }
 
@@ -42,10 +44,12 @@ export type LatchState = boolean | { [latch: string]: boolean };
 
 /**
  * Why a call was denied. `state`: a server that keeps turn state could not read or write it
- * (`toolgate serve --state`); the engine never gives it itself.
+ * (`toolgate serve --state`); the engine never gives it itself. `ask`: not a refusal; the
+ * call waits for a person's approval (`approval` is the digest to put in `facts.approvals`).
  */
 export type DenyKind =
-  | 'unclassified' | 'stage' | 'latch' | 'host' | 'args' | 'precondition' | 'rule' | 'state';
+  | 'unclassified' | 'stage' | 'latch' | 'host' | 'args' | 'precondition' | 'rule' | 'state'
+  | 'ask';
 
 /** The decision for one call. A denial is a result, never an exception. */
 export interface Decision {
@@ -60,6 +64,8 @@ export interface Decision {
   detokenise?: string[];
   opaque_tokens?: string[];
   sanitise_output?: boolean;
+  /** On an ask: the digest an approval must carry. On an allow: the approval it used. */
+  approval?: string;
 }
 
 /** The answer to a batch: the same shape as the decision server's JSON response. */

@@ -1,7 +1,10 @@
 //! Judging a batch: pre-scan for latches, then each call through the fixed check order.
 //!
 //! Order per call: unclassified → stage (whitelist, then `max_turns`) → latch → the tool's
-//! own rules in source order. The first failing check decides. This is the only place the
+//! own rules in source order. The first failing check decides. A call that passes them all
+//! asks a person instead of running when a set latch `asks` for its tool, or a rule's `ask
+//! when` holds (the first in that order names the ask); an approval in `facts.approvals`
+//! for exactly that ask lets it run. This is the only place the
 //! order is written: [`Policy::explain`] narrates it through a recording [`Trace`], and
 //! [`Policy::offer`] asks the same [`ActiveStage::gate`] and [`blocking_latch`].
 //!
@@ -68,10 +71,14 @@ pub struct Verdict(Outcome);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Outcome {
     /// `tool`: the id resolved for the call, kept so the response needs no second lookup.
+    /// `approved`: it asked (this element), and `facts.approvals` holds the approval.
     Allow {
         fail_open: bool,
+        approved: Option<Asker>,
         tool: ToolId,
     },
+    /// It passed every check, and this element asks a person.
+    Ask(Asker, ToolId),
     Unclassified,
     NoStage,
     UnknownStage,
@@ -83,6 +90,14 @@ enum Outcome {
     Part(RuleId, u16),
     /// The rule denied because a URL it checks is ambiguous, for this reason.
     Url(RuleId, Ambiguity),
+}
+
+/// What asked a person about a call: a set latch that `asks` for its tool (its index), or a
+/// rule whose `ask when` held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Asker {
+    Latch(u8),
+    Rule(RuleId),
 }
 
 impl Verdict {
@@ -114,6 +129,21 @@ struct Batch<'a> {
     /// The latch mask after the pre-scan.
     latched: u64,
     facts: FactsRef<'a>,
+    /// The request's session and turn, which an approval is bound to.
+    ids: Ids<'a>,
+}
+
+/// A request's `session` and `turn` fields.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Ids<'a> {
+    pub(crate) session: Option<&'a str>,
+    pub(crate) turn: Option<&'a str>,
+}
+
+impl<'a> Ids<'a> {
+    fn of(session: Option<&'a str>, turn: Option<&'a str>) -> Self {
+        Ids { session, turn }
+    }
 }
 
 /// The active stage as the request gives it.
@@ -181,6 +211,16 @@ pub(crate) enum Check<'a> {
     /// One latch that blocks the tool (`index` into the policy's latches) and whether it is
     /// set; latches are checked in declaration order up to the first set one.
     Latch { index: usize, set: bool },
+    /// A call that passed every check asks a person: `latch` (its index) or else `rule`
+    /// asked, and `approved` says whether `facts.approvals` holds the approval.
+    Ask {
+        /// The latch that asked, if a latch did.
+        latch: Option<usize>,
+        /// The rule that asked, if a rule did.
+        rule: Option<RuleId>,
+        /// Whether the approval was given.
+        approved: bool,
+    },
     /// One of the tool's rules: its value, whether the call got past it, and what it read.
     Rule {
         /// The rule.
@@ -273,8 +313,9 @@ impl Policy {
         let mut stack = [Verdict::PENDING; ON_STACK];
         let mut heap = Vec::new();
         let verdicts = slots(&mut stack, &mut heap, request.calls.len());
-        let latched = self.run(facts, &request.calls, verdicts, trace);
-        self.respond(facts, &request.calls, verdicts, latched)
+        let ids = Ids::of(request.session.as_deref(), request.turn.as_deref());
+        let latched = self.run(facts, ids, &request.calls, verdicts, trace);
+        self.respond(facts, ids, &request.calls, verdicts, latched)
     }
 
     /// Judges every call of `request` into `out` (cleared first), one [`Verdict`] per call in
@@ -286,7 +327,8 @@ impl Policy {
         let facts = FactsRef::Owned(&request.facts);
         out.clear();
         out.resize(request.calls.len(), Verdict::PENDING);
-        let latched = self.run(facts, &request.calls, out, &mut NoTrace);
+        let ids = Ids::of(request.session.as_deref(), request.turn.as_deref());
+        let latched = self.run(facts, ids, &request.calls, out, &mut NoTrace);
         self.latch_state(latched, facts.latched())
     }
 
@@ -309,8 +351,9 @@ impl Policy {
         let mut stack = [Verdict::PENDING; ON_STACK];
         let mut heap = Vec::new();
         let verdicts = slots(&mut stack, &mut heap, view.calls.len());
-        let latched = self.run(facts, &view.calls, verdicts, &mut NoTrace);
-        Ok(self.respond(facts, &view.calls, verdicts, latched))
+        let ids = Ids::of(view.session.as_deref(), view.turn.as_deref());
+        let latched = self.run(facts, ids, &view.calls, verdicts, &mut NoTrace);
+        Ok(self.respond(facts, ids, &view.calls, verdicts, latched))
     }
 
     /// Reads `json` with the one-pass reader and checks it against this policy (the module
@@ -339,8 +382,9 @@ impl Policy {
         let mut stack = [Verdict::PENDING; ON_STACK];
         let mut heap = Vec::new();
         let verdicts = slots(&mut stack, &mut heap, view.calls.len());
-        let latched = self.run(facts, &view.calls, verdicts, &mut NoTrace);
-        self.respond(facts, &view.calls, verdicts, latched)
+        let ids = Ids::of(view.session.as_deref(), view.turn.as_deref());
+        let latched = self.run(facts, ids, &view.calls, verdicts, &mut NoTrace);
+        self.respond(facts, ids, &view.calls, verdicts, latched)
     }
 
     /// Why a verdict denies, or `None` for an allow.
@@ -353,6 +397,7 @@ impl Policy {
             | Outcome::Whitelist(_)
             | Outcome::Turns(_) => DenyKind::Stage,
             Outcome::Latch(_) => DenyKind::Latch,
+            Outcome::Ask(..) => DenyKind::Ask,
             Outcome::Rule(r) | Outcome::Part(r, _) | Outcome::Url(r, _) => {
                 self.rules[r.index()].kind
             }
@@ -371,6 +416,8 @@ impl Policy {
             Outcome::Whitelist(s) => &self.stages[s.index()].whitelist_refusal,
             Outcome::Turns(s) => &self.stages[s.index()].turns_refusal,
             Outcome::Latch(l) => &self.latches[usize::from(l)].refusal,
+            Outcome::Ask(Asker::Latch(l), _) => &self.latches[usize::from(l)].ask_reason,
+            Outcome::Ask(Asker::Rule(r), _) => &self.rules[r.index()].ask_reason,
             Outcome::Rule(r) => &self.rules[r.index()].refusal,
             Outcome::Part(r, k) => {
                 let rule = &self.rules[r.index()];
@@ -402,6 +449,7 @@ impl Policy {
     fn run<C: CallLike, T: Trace>(
         &self,
         facts: FactsRef<'_>,
+        ids: Ids<'_>,
         calls: &[C],
         out: &mut [Verdict],
         trace: &mut T,
@@ -415,6 +463,7 @@ impl Policy {
                     latched |= self.tools[tool.index()].sets;
                     Outcome::Allow {
                         fail_open: false,
+                        approved: None,
                         tool,
                     }
                 }
@@ -427,6 +476,7 @@ impl Policy {
             turns: facts.stage_turns().unwrap_or(0),
             latched,
             facts,
+            ids,
         };
         let mut memo = Memo::new();
         for (slot, call) in out.iter_mut().zip(calls) {
@@ -467,6 +517,7 @@ impl Policy {
     fn respond<C: CallLike>(
         &self,
         facts: FactsRef<'_>,
+        ids: Ids<'_>,
         calls: &[C],
         verdicts: &[Verdict],
         latched: u64,
@@ -491,6 +542,13 @@ impl Policy {
                 }
                 _ => false,
             };
+            let approval = match v.0 {
+                Outcome::Ask(by, _)
+                | Outcome::Allow {
+                    approved: Some(by), ..
+                } => Some(crate::approval::text(&self.asked(by, call, ids).digest())),
+                _ => None,
+            };
             // Built in its slot, with every field known first: the decision is not moved.
             decisions.push(Decision {
                 id: CallLabel::from(call.id()),
@@ -506,6 +564,7 @@ impl Policy {
                 detokenise,
                 opaque_tokens,
                 sanitise_output,
+                approval,
             });
         }
         Response {
@@ -523,10 +582,13 @@ impl Policy {
             Outcome::Unclassified => &self.fixed.rule_unclassified,
             Outcome::NoStage => &self.fixed.rule_no_stage,
             Outcome::Whitelist(s) | Outcome::Turns(s) => &self.stages[s.index()].name,
-            Outcome::Latch(l) => &self.latches[usize::from(l)].name,
-            Outcome::Rule(r) | Outcome::Part(r, _) | Outcome::Url(r, _) => {
-                &self.rules[r.index()].name
+            Outcome::Latch(l) | Outcome::Ask(Asker::Latch(l), _) => {
+                &self.latches[usize::from(l)].name
             }
+            Outcome::Rule(r)
+            | Outcome::Part(r, _)
+            | Outcome::Url(r, _)
+            | Outcome::Ask(Asker::Rule(r), _) => &self.rules[r.index()].name,
         })
     }
 
@@ -609,11 +671,10 @@ impl Policy {
         if let Some(latch) = blocking_latch(tool.blocked_by, batch.latched) {
             return Outcome::Latch(latch);
         }
+        // A set latch that asks for the tool names the ask, unless a rule denies first.
+        let mut ask = blocking_latch(tool.asked_by, batch.latched).map(Asker::Latch);
         if tool.rules.is_empty() {
-            return Outcome::Allow {
-                fail_open: false,
-                tool: id,
-            };
+            return self.settle(ask, false, id, call, batch, trace);
         }
         let env = Env::new(call.args(), batch.facts, &self.host_lists);
         let mut fail_open = false;
@@ -646,10 +707,83 @@ impl Policy {
             if let Some(outcome) = denied {
                 return outcome;
             }
+            // A rule that passed asks when one of its `ask when` holds, or is unknown: unsure
+            // whether a person should see the call, one does.
+            if ask.is_none() {
+                if let Some(cond) = &rule.ask {
+                    if cond.eval(&env) != Truth::False {
+                        ask = Some(Asker::Rule(rule_id));
+                    }
+                }
+            }
         }
-        Outcome::Allow {
-            fail_open,
-            tool: id,
+        self.settle(ask, fail_open, id, call, batch, trace)
+    }
+
+    /// The outcome of a call that passed every check: an allow, or the ask `ask` unless
+    /// `facts.approvals` holds its approval.
+    #[inline]
+    fn settle<C: CallLike, T: Trace>(
+        &self,
+        ask: Option<Asker>,
+        fail_open: bool,
+        tool: ToolId,
+        call: &C,
+        batch: &Batch<'_>,
+        trace: &mut T,
+    ) -> Outcome {
+        let Some(by) = ask else {
+            return Outcome::Allow {
+                fail_open,
+                approved: None,
+                tool,
+            };
+        };
+        let approved = batch.facts.has_approvals()
+            && batch
+                .facts
+                .approves(&self.asked(by, call, batch.ids).digest());
+        if T::ON {
+            let (latch, rule) = match by {
+                Asker::Latch(l) => (Some(usize::from(l)), None),
+                Asker::Rule(r) => (None, Some(r)),
+            };
+            trace.record(Check::Ask {
+                latch,
+                rule,
+                approved,
+            });
+        }
+        if approved {
+            Outcome::Allow {
+                fail_open,
+                approved: Some(by),
+                tool,
+            }
+        } else {
+            Outcome::Ask(by, tool)
+        }
+    }
+
+    /// What an approval of `call`, asked by `by`, is for.
+    fn asked<'a, C: CallLike>(
+        &'a self,
+        by: Asker,
+        call: &'a C,
+        ids: Ids<'a>,
+    ) -> crate::approval::Subject<'a> {
+        let element: &Arc<str> = match by {
+            Asker::Latch(l) => &self.latches[usize::from(l)].name,
+            Asker::Rule(r) => &self.rules[r.index()].name,
+        };
+        crate::approval::Subject {
+            module: &self.module,
+            revision: &self.revision,
+            element,
+            tool: call.tool(),
+            args: call.args(),
+            session: ids.session,
+            turn: ids.turn,
         }
     }
 }

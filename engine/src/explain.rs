@@ -32,7 +32,8 @@ pub struct CallExplanation {
 /// One check and its outcome.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Step {
-    /// What was checked: `class`, `stage`, `max_turns`, `latch NAME` or `rule NAME`.
+    /// What was checked: `class`, `stage`, `max_turns`, `latch NAME`, `rule NAME`, or
+    /// `ask latch NAME` / `ask rule NAME` for a call that asks a person.
     pub check: String,
     /// Whether the check let the call through.
     pub passed: bool,
@@ -179,6 +180,29 @@ impl Trace for Recorder<'_> {
                 passed,
                 env,
             } => self.rule(rule, truth, passed, env),
+            Check::Ask {
+                latch,
+                rule,
+                approved,
+            } => {
+                let (check, why) = match (latch, rule) {
+                    (Some(l), _) => (
+                        format!("ask latch {}", self.policy.latches[l].name),
+                        "the latch is set and asks for this tool",
+                    ),
+                    (None, Some(r)) => (
+                        format!("ask rule {}", self.policy.rules[r.index()].name),
+                        "an `ask when` of the rule holds (or cannot be told)",
+                    ),
+                    (None, None) => ("ask".into(), "asked"),
+                };
+                let detail = if approved {
+                    format!("{why}; `facts.approvals` holds this call's approval")
+                } else {
+                    format!("{why}; no approval for this call, so it asks a person")
+                };
+                self.push(check, approved, detail);
+            }
         }
     }
 }

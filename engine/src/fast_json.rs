@@ -191,6 +191,19 @@ impl<'de> Visitor<'de> for FactsSeed<'_> {
                     }
                 }
                 key::CALLED => facts.called = map.next_value::<Option<Called<'de>>>()?.map(|c| c.0),
+                key::APPROVALS => {
+                    let given = map.next_value::<Option<Vec<Str<'de>>>>()?;
+                    let given: Option<Vec<_>> = given.map(|v| v.into_iter().map(|s| s.0).collect());
+                    // A malformed entry: the strict reader says which, with its path.
+                    if given
+                        .iter()
+                        .flatten()
+                        .any(|a| !crate::approval::well_formed(a))
+                    {
+                        return Err(invalid());
+                    }
+                    facts.approvals = given;
+                }
                 name if self.custom.iter().any(|k| **k == *name) => {
                     let value = map.next_value_seed(ValueSeed::unexplained())?;
                     facts.other.push((key.0, value));

@@ -23,6 +23,7 @@
 //! The engine never does I/O, never reads a clock, and never panics on any request.
 
 #[doc(hidden)]
+mod approval;
 pub mod builtins;
 mod call_label;
 mod compile;
@@ -68,6 +69,7 @@ pub use toolgate_lang::ast::ToolClass;
 pub use toolgate_lang::{Diagnostic, Severity, SourceFile};
 
 // The wire: requests, responses and their strict readers.
+pub use approval::{well_formed as is_approval_digest, PREFIX as APPROVAL_PREFIX};
 pub use decide::{ReadRequest, Verdict};
 pub use error::RequestError;
 pub use request::{Call, CalledTool, Facts, Latched, Message, Request};

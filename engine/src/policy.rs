@@ -60,6 +60,8 @@ pub(crate) struct ToolInfo {
     pub(crate) sets: u64,
     /// Latches (bit per latch) that deny this tool while set.
     pub(crate) blocked_by: u64,
+    /// Latches (bit per latch) that make a call of this tool ask a person while set.
+    pub(crate) asked_by: u64,
     /// Argument paths whose vault tokens the executor may unwrap (each covers its subtree),
     /// each with the token kinds it accepts.
     pub(crate) detokenise: Box<[crate::vault::Permit]>,
@@ -83,6 +85,8 @@ pub(crate) struct StageInfo {
 pub(crate) struct LatchInfo {
     pub(crate) name: Arc<str>,
     pub(crate) refusal: Arc<str>,
+    /// The reason of an ask for a tool the latch `asks` for.
+    pub(crate) ask_reason: Arc<str>,
 }
 
 /// One rule.
@@ -105,6 +109,11 @@ pub(crate) struct RuleInfo {
     /// (so one evaluation serves every call of the batch). `None` for rules that read
     /// arguments, and past the memo's [`crate::limits::MEMO_SLOTS`] slots.
     pub(crate) memo: Option<u8>,
+    /// The rule's `ask when` conditions, or-ed: a call that passes the rule and meets this
+    /// asks a person (unknown asks too). `None` when the rule has none.
+    pub(crate) ask: Option<crate::cond::Cond>,
+    /// The reason of such an ask.
+    pub(crate) ask_reason: Arc<str>,
 }
 
 /// One requirement of a rule (a `require` line, or one conjunct of it) and its refusal.
@@ -223,6 +232,45 @@ impl Policy {
             .enumerate()
             .filter(move |(i, _)| sets & (1 << i) != 0)
             .map(|(_, l)| &*l.name)
+    }
+
+    /// What makes a call of `tool` ask a person (or more), one line each, sorted: `latch NAME`
+    /// for a latch that `asks` for it or blocks it (a block holds a call back further than an
+    /// ask; which of the two a set latch does is compared exactly by the diff's enumeration), `rule NAME: CONDITION` (a disjunct of the rule's compiled
+    /// `ask when`s, as debug text) for each of its rules that has them. Two policies with the same lines ask alike;
+    /// the change gate (`toolgate-prove`'s diff) treats any line OLD has and NEW lacks as a
+    /// possible widening.
+    #[doc(hidden)]
+    pub fn ask_lines(&self, tool: &str) -> Vec<String> {
+        let Some(id) = self.tool_id(tool) else {
+            return Vec::new();
+        };
+        let info = &self.tools[id.index()];
+        let mut out: Vec<String> = self
+            .latches
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (info.asked_by | info.blocked_by) & (1 << i) != 0)
+            .map(|(_, l)| format!("latch {}", l.name))
+            .collect();
+        // A rule asks when any disjunct of its `ask when`s holds, so each disjunct is a line:
+        // NEW with every line of OLD asks at least whenever OLD did.
+        fn disjuncts<'c>(c: &'c crate::cond::Cond, out: &mut Vec<&'c crate::cond::Cond>) {
+            match c {
+                crate::cond::Cond::Or(parts) => parts.iter().for_each(|p| disjuncts(p, out)),
+                other => out.push(other),
+            }
+        }
+        for r in info.rules.iter() {
+            let rule = &self.rules[r.index()];
+            let mut parts = Vec::new();
+            if let Some(cond) = &rule.ask {
+                disjuncts(cond, &mut parts);
+            }
+            out.extend(parts.iter().map(|c| format!("rule {}: {c:?}", rule.name)));
+        }
+        out.sort();
+        out
     }
 
     /// The names of the rules that judge `tool`, in the order they run (none for a tool the

@@ -64,6 +64,23 @@ pub(crate) fn latch(name: &str) -> String {
     )
 }
 
+/// What every ask tells the model: nothing ran, what to tell the user, what to do after.
+const ASK_TAIL: &str = "It has NOT run. Tell the user what you want to do and that it waits for their approval; do not tell them it ran. Once they approve, call this function again with exactly the same arguments.";
+
+/// For a call a latch's `asks` holds for a person.
+pub(crate) fn latch_ask(name: &str) -> String {
+    format!(
+        "Approval needed: this turn has read untrusted content (latch `{name}`), so this tool runs only once the user approves this exact call. {ASK_TAIL}"
+    )
+}
+
+/// For a call a rule's `ask when` holds for a person.
+pub(crate) fn rule_ask(name: &str) -> String {
+    format!(
+        "Approval needed: rule `{name}` needs the user's approval of this exact call. {ASK_TAIL}"
+    )
+}
+
 /// For a rule, from its conditions.
 pub(crate) fn rule(
     name: &str,

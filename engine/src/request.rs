@@ -44,6 +44,9 @@ pub struct Facts {
     pub fields: Option<Map<String, Value>>,
     /// Earlier tool calls in this conversation and whether they succeeded.
     pub called: Option<Vec<CalledTool>>,
+    /// Approvals a person granted: the `approval` digests of asks (see `docs/language.md`,
+    /// "Asking a person"). Each turns exactly the call it was asked for into an allow.
+    pub approvals: Option<Vec<String>>,
     /// Any other facts, reachable from rules as `facts.<key>`.
     pub other: Map<String, Value>,
 }
@@ -319,6 +322,32 @@ impl Facts {
                 ))
             }
         };
+        let approvals = match map.remove(key::APPROVALS) {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(items)) => Some(
+                items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| match v {
+                        Value::String(s) if crate::approval::well_formed(&s) => Ok(s),
+                        other => Err(schema(
+                            &format!("{}[{i}]", fact_path(key::APPROVALS)),
+                            format!(
+                                "expected an approval digest (`{}` and 64 lowercase hex digits, as an ask's `approval` gives it), found {}",
+                                crate::approval::PREFIX,
+                                describe(&other)
+                            ),
+                        )),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            Some(v) => {
+                return Err(schema(
+                    &fact_path(key::APPROVALS),
+                    format!("expected an array, found {}", type_name(&v)),
+                ))
+            }
+        };
         Ok(Facts {
             stage,
             stage_turns,
@@ -326,6 +355,7 @@ impl Facts {
             messages,
             fields,
             called,
+            approvals,
             other: map,
         })
     }
@@ -722,6 +752,10 @@ impl Request {
                 })
                 .collect();
             facts.insert(key::CALLED.into(), Value::Array(arr));
+        }
+        if let Some(approvals) = &f.approvals {
+            let arr = approvals.iter().map(|a| Value::from(a.as_str())).collect();
+            facts.insert(key::APPROVALS.into(), Value::Array(arr));
         }
         let calls: Vec<Value> = self
             .calls

@@ -43,6 +43,10 @@ pub enum DenyKind {
     /// can block, or that sets one, is denied rather than judged without it. The engine never
     /// gives this kind itself: a server that keeps turn state does (`toolgate serve --state`).
     State,
+    /// Not a refusal: the call needs a person's approval first (`ask when`, a latch's
+    /// `asks`). The decision's `approval` is the digest an approval must carry. An executor
+    /// that does not know asks treats this like any denial, so asking fails closed.
+    Ask,
 }
 
 impl DenyKind {
@@ -57,6 +61,7 @@ impl DenyKind {
             DenyKind::Precondition => "precondition",
             DenyKind::Rule => "rule",
             DenyKind::State => "state",
+            DenyKind::Ask => "ask",
         }
     }
 }
@@ -94,4 +99,8 @@ pub struct Decision {
     /// tools, and tools named by `sanitise_output`). Set on allowed calls only.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sanitise_output: bool,
+    /// On an ask (kind `ask`): the digest a person's approval must carry (in
+    /// `facts.approvals`) to let exactly this call run. On an allow: the approval it used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
 }

@@ -50,9 +50,20 @@ pub const MESSAGES: &str = "messages";
 pub const FIELDS: &str = "fields";
 /// The standard fact: earlier tool calls and whether they succeeded.
 pub const CALLED: &str = "called";
+/// The standard fact: approval digests a person granted (each turns exactly the call it was
+/// asked for into an allow).
+pub const APPROVALS: &str = "approvals";
 
 /// Every standard fact key; any other key of `facts` is a custom fact.
-pub const STANDARD_FACTS: [&str; 6] = [STAGE, STAGE_TURNS, LATCHED, MESSAGES, FIELDS, CALLED];
+pub const STANDARD_FACTS: [&str; 7] = [
+    STAGE,
+    STAGE_TURNS,
+    LATCHED,
+    MESSAGES,
+    FIELDS,
+    CALLED,
+    APPROVALS,
+];
 
 /// The standard fact a `facts` key is most likely a misspelling of: a case-insensitive
 /// equal, one edit away (an insert, delete, substitution or swap of adjacent characters), or

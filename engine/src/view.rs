@@ -36,6 +36,8 @@ pub(crate) struct FactsView<'a> {
     pub(crate) messages: Option<MessageTable<'a>>,
     pub(crate) fields: Option<Map<String, Value>>,
     pub(crate) called: Option<Vec<CalledView<'a>>>,
+    /// `facts.approvals`, each checked to be a digest's shape.
+    pub(crate) approvals: Option<Vec<Cow<'a, str>>>,
     /// Custom facts the policy reads, in document order (a later duplicate wins).
     pub(crate) other: Vec<(Cow<'a, str>, Value)>,
 }
@@ -201,6 +203,31 @@ impl<'a> FactsRef<'a> {
         match self {
             FactsRef::Owned(f) => f.fields.as_ref(),
             FactsRef::Borrowed(f) => f.fields.as_ref(),
+        }
+    }
+
+    /// Whether `facts.approvals` holds the text of `digest`.
+    pub(crate) fn approves(self, digest: &crate::approval::Raw) -> bool {
+        match self {
+            FactsRef::Owned(f) => f
+                .approvals
+                .iter()
+                .flatten()
+                .any(|a| crate::approval::matches(digest, a)),
+            FactsRef::Borrowed(f) => f
+                .approvals
+                .iter()
+                .flatten()
+                .any(|a| crate::approval::matches(digest, a)),
+        }
+    }
+
+    /// Whether the request carries any approval (only then is a digest worth computing while
+    /// judging).
+    pub(crate) fn has_approvals(self) -> bool {
+        match self {
+            FactsRef::Owned(f) => f.approvals.as_ref().is_some_and(|a| !a.is_empty()),
+            FactsRef::Borrowed(f) => f.approvals.as_ref().is_some_and(|a| !a.is_empty()),
         }
     }
 

@@ -225,6 +225,9 @@ pub struct LatchDecl {
     pub set_by: Vec<Selector>,
     /// Tools or classes denied while the latch is set.
     pub blocks: Vec<Selector>,
+    /// Tools or classes that ask a human instead of running while the latch is set (`asks`):
+    /// an approval lets exactly that call through.
+    pub asks: Vec<Selector>,
     /// The author's refusal text.
     pub refusal: Option<Spanned<String>>,
     /// The whole declaration.
@@ -268,6 +271,9 @@ pub struct RuleDecl {
     pub targets: Vec<Selector>,
     /// Conditions that must all hold, in source order.
     pub requires: Vec<Expr>,
+    /// `ask when` conditions, in source order: a call that passes every `require` and meets
+    /// one of these asks a human instead of running.
+    pub asks: Vec<Expr>,
     /// The author's refusal text.
     pub refusal: Option<Spanned<String>>,
     /// The failure mode when facts are absent.

@@ -344,6 +344,8 @@ enum Verdict {
     Structural(Decision),
     /// Denied by a rule.
     Rule(Decision),
+    /// Past every check, it asks a person (`ask when`, a latch's `asks`).
+    Asked(Decision),
     /// Allowed.
     Allowed,
 }
@@ -356,24 +358,36 @@ impl Verdict {
         match policy.decide(request).decisions.into_iter().nth(call) {
             None => Verdict::Refused("no decision".into()),
             Some(d) if d.allow => Verdict::Allowed,
+            Some(d) if d.kind == Some(DenyKind::Ask) => Verdict::Asked(d),
             Some(d) if structural(&d) => Verdict::Structural(d),
             Some(d) => Verdict::Rule(d),
         }
     }
 
-    fn allowed(&self) -> bool {
-        matches!(self, Verdict::Allowed)
+    /// How much the verdict lets through: a denial 0, an ask 1 (the call runs once a person
+    /// approves), an allow 2. A change to a higher rank is a widening: deny → ask and ask →
+    /// allow widen, allow → ask narrows.
+    fn rank(&self) -> u8 {
+        match self {
+            Verdict::Allowed => 2,
+            Verdict::Asked(_) => 1,
+            _ => 0,
+        }
     }
 
-    /// Whether rules ran (allowed, or denied by one).
+    /// Whether rules ran (allowed, asked, or denied by one).
     fn reached_rules(&self) -> bool {
-        matches!(self, Verdict::Allowed | Verdict::Rule(_))
+        matches!(
+            self,
+            Verdict::Allowed | Verdict::Rule(_) | Verdict::Asked(_)
+        )
     }
 
     fn words(&self) -> String {
         match self {
             Verdict::Allowed => "allowed".into(),
             Verdict::Refused(e) => format!("refuses the request ({e})"),
+            Verdict::Asked(d) => format!("asks (`{}`)", d.rule.as_deref().unwrap_or("?")),
             Verdict::Structural(d) | Verdict::Rule(d) => {
                 let name = d.rule.as_deref().unwrap_or("?");
                 match d.kind {
@@ -578,6 +592,18 @@ pub fn diff(old: &Policy, new: &Policy, config: &Config) -> PolicyDiff {
                 e
             })
             .clone();
+        // The proof covers `require`s; an ask OLD has that NEW lacks (or changed) could let
+        // a call run that OLD held for a person, and is left to the search.
+        let (gained, lost) = (gain.ask_lines(tool), lose.ask_lines(tool));
+        if let Some(gone) = lost.iter().find(|l| !gained.contains(l)) {
+            return Some((
+                None,
+                format!(
+                    "an ask is gone or changed ({}), and NEW is not proved to ask as often",
+                    gone.split(':').next().unwrap_or(gone)
+                ),
+            ));
+        }
         match proof {
             Entailment::Proved => None,
             Entailment::Unproven(u) => {
@@ -629,7 +655,7 @@ pub fn diff(old: &Policy, new: &Policy, config: &Config) -> PolicyDiff {
                         o.reached_rules().then(|| tool_rules(old, tool)),
                         n.reached_rules().then(|| tool_rules(new, tool)),
                     );
-                    if n.allowed() && !o.allowed() {
+                    if n.rank() > o.rank() {
                         widenings.add(tool, &point, &o, &n, false);
                     } else if n.reached_rules() {
                         // NEW's rules decide; OLD's too, or OLD denies before any rule.
@@ -650,7 +676,7 @@ pub fn diff(old: &Policy, new: &Policy, config: &Config) -> PolicyDiff {
                             g.points.push((tool.clone(), point.clone()));
                         }
                     }
-                    if o.allowed() && !n.allowed() {
+                    if o.rank() > n.rank() {
                         narrowings.add(tool, &point, &o, &n, false);
                     } else if o.reached_rules() {
                         let unproven = if n.reached_rules() {
@@ -680,8 +706,7 @@ pub fn diff(old: &Policy, new: &Policy, config: &Config) -> PolicyDiff {
                 group.points.iter().map(|(_, p)| (&p.request, 0)).collect();
             let (gain, lose) = if widen { (new, old) } else { (old, new) };
             let found = guided_search(&guide, &refs, config, |request, call| {
-                Verdict::of(gain, request, call).allowed()
-                    && !Verdict::of(lose, request, call).allowed()
+                Verdict::of(gain, request, call).rank() > Verdict::of(lose, request, call).rank()
             });
             result.cases += u64::from(found.cases);
             let hit = found

@@ -67,7 +67,11 @@ impl Guide {
         let urls = url_candidates(&hosts);
         for item in &items {
             match item {
-                Item::Rule(r) => r.requires.iter().for_each(|e| g.expr(e, &urls)),
+                Item::Rule(r) => r
+                    .requires
+                    .iter()
+                    .chain(&r.asks)
+                    .for_each(|e| g.expr(e, &urls)),
                 Item::Invariant(i) => {
                     for c in [&i.when, &i.unless].into_iter().flatten() {
                         g.inv_expr(c, &urls);

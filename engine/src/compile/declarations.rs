@@ -23,6 +23,7 @@ impl Compiler {
                 rules: Box::new([]),
                 sets: 0,
                 blocked_by: 0,
+                asked_by: 0,
                 detokenise: Box::new([]),
                 // Third-party content can carry identifiers the vault never saw.
                 sanitise_output: *class == ToolClass::Ingest,
@@ -115,7 +116,7 @@ impl Compiler {
                     if decl.set_by.is_empty() {
                         self.warn(decl.name.span, format!("latch `{}` has no `set_by`, so it is only ever set by the `latched` fact", decl.name.name), "add `set_by ingest` or name the tools that set it");
                     }
-                    if decl.blocks.is_empty() {
+                    if decl.blocks.is_empty() && decl.asks.is_empty() {
                         self.warn(
                             decl.name.span,
                             format!("latch `{}` blocks nothing", decl.name.name),
@@ -129,6 +130,19 @@ impl Compiler {
                     for id in self.select(&decl.blocks, &what) {
                         tools[id.index()].blocked_by |= bit;
                     }
+                    for id in self.select(&decl.asks, &what) {
+                        if tools[id.index()].blocked_by & bit != 0 {
+                            let tool = tools[id.index()].name.clone();
+                            self.error(
+                                Diagnostic::error(
+                                    decl.name.span,
+                                    format!("latch `{}` both blocks and asks for `{tool}`", decl.name.name),
+                                )
+                                .with_help("a latch either blocks a tool or asks a person before it runs: take it out of `blocks` or out of `asks`"),
+                            );
+                        }
+                        tools[id.index()].asked_by |= bit;
+                    }
                     let refusal: Arc<str> = match &decl.refusal {
                         Some(r) => r.node.as_str().into(),
                         None => refusal::latch(&decl.name.name).into(),
@@ -136,6 +150,7 @@ impl Compiler {
                     latches.push(LatchInfo {
                         name: decl.name.name.as_str().into(),
                         refusal,
+                        ask_reason: refusal::latch_ask(&decl.name.name).into(),
                     });
                 }
                 Item::Rule(decl) => {
@@ -411,13 +426,13 @@ impl Compiler {
     }
 
     fn rule(&mut self, decl: &ast::RuleDecl) -> Option<RuleInfo> {
-        if decl.requires.is_empty() {
+        if decl.requires.is_empty() && decl.asks.is_empty() {
             self.error(
                 Diagnostic::error(
                     decl.name.span,
                     format!("rule `{}` has no `require`", decl.name.name),
                 )
-                .with_help("add `require CONDITION`"),
+                .with_help("add `require CONDITION` (or `ask when CONDITION`)"),
             );
             return None;
         }
@@ -431,6 +446,11 @@ impl Compiler {
         for e in &decl.requires {
             self.check_always_true(e, &decl.name.name);
             self.check_patterns(e, true);
+        }
+        // An `ask when` that holds less often lets more through without a person: the same
+        // widening patterns warn.
+        for e in &decl.asks {
+            self.check_patterns(e, false);
         }
         let mut cats = Categories::default();
         let mut conds = Vec::new();
@@ -453,8 +473,20 @@ impl Compiler {
             };
             conds.push(cond);
         }
+        // Its own categories: an ask never denies, so it does not decide the rule's kind.
+        let mut ask_cats = Categories::default();
+        let asks: Option<Vec<Cond>> = decl
+            .asks
+            .iter()
+            .map(|e| self.cond(e, &mut ask_cats))
+            .collect();
         self.in_untargeted_rule = false;
         let conds: Vec<Cond> = conds.into_iter().collect::<Option<_>>()?;
+        let ask = match asks? {
+            v if v.is_empty() => None,
+            mut v if v.len() == 1 => v.pop(),
+            v => Some(Cond::Or(v.into_boxed_slice())),
+        };
         let kind = cats.kind();
         let cond = Cond::all(conds);
         let fail_open = match &decl.on_missing {
@@ -521,6 +553,8 @@ impl Compiler {
             requirement: requirement.into(),
             parts,
             memo: None,
+            ask,
+            ask_reason: refusal::rule_ask(&decl.name.name).into(),
         })
     }
 }

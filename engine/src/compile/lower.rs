@@ -167,6 +167,13 @@ impl Compiler {
                 );
                 None
             }
+            schema::APPROVALS => {
+                self.error(
+                    Diagnostic::error(path.span, "`facts.approvals` cannot be read by path")
+                        .with_help("approvals are matched by the engine itself: write `ask when CONDITION` in a rule, or `asks [..]` in a latch, and an approval of the ask lets the call run"),
+                );
+                None
+            }
             other => Some(ValuePath {
                 root: Root::Other(other.into()),
                 segs: rest.into(),

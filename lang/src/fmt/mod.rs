@@ -390,11 +390,11 @@ impl Layout<'_> {
                 let close = r.end - 1;
                 self.list(1, kw, open, close, &elems(inner, &self.p), "", r);
             }
-            Rule::set_by | Rule::blocks => {
-                let kw = if rule == Rule::set_by {
-                    "set_by"
-                } else {
-                    "blocks"
+            Rule::set_by | Rule::blocks | Rule::asks => {
+                let kw = match rule {
+                    Rule::set_by => "set_by",
+                    Rule::blocks => "blocks",
+                    _ => "asks",
                 };
                 if let Some(sel) = inner.next() {
                     self.selectors(1, kw, sel, "", r);
@@ -414,6 +414,13 @@ impl Layout<'_> {
             Rule::require => {
                 let cond = inner.next().map(expr::top).unwrap_or_default();
                 self.p.line(1, &format!("require {cond}"), r, true);
+            }
+            Rule::ask_when => {
+                let cond = inner
+                    .find(|p| p.as_rule() == Rule::expr)
+                    .map(expr::top)
+                    .unwrap_or_default();
+                self.p.line(1, &format!("ask when {cond}"), r, true);
             }
             _ => self.p.line(1, e_text(&self.p, r).trim(), r, true),
         }

@@ -61,6 +61,7 @@ fn erase_policy(p: &mut Policy) {
                 ident(&mut l.name);
                 l.set_by.iter_mut().for_each(selector);
                 l.blocks.iter_mut().for_each(selector);
+                l.asks.iter_mut().for_each(selector);
                 opt(&mut l.refusal);
             }
             Item::Hosts(h) => {
@@ -77,6 +78,7 @@ fn erase_policy(p: &mut Policy) {
                 ident(&mut r.name);
                 r.targets.iter_mut().for_each(selector);
                 r.requires.iter_mut().for_each(expr);
+                r.asks.iter_mut().for_each(expr);
                 opt(&mut r.refusal);
                 if let Some(m) = &mut r.on_missing {
                     m.span = Span::default();

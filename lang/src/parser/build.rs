@@ -226,10 +226,11 @@ impl Builder {
             name,
             set_by: Vec::new(),
             blocks: Vec::new(),
+            asks: Vec::new(),
             refusal: None,
             span,
         };
-        let (mut set_seen, mut blocks_seen) = (false, false);
+        let (mut set_seen, mut blocks_seen, mut asks_seen) = (false, false, false);
         for entry in inner {
             let espan = self.span(&entry);
             match entry.as_rule() {
@@ -248,6 +249,14 @@ impl Builder {
                     blocks_seen = true;
                     let sel = self.selectors(entry.into_inner().next());
                     latch.blocks.extend(sel);
+                }
+                Rule::asks => {
+                    if asks_seen {
+                        self.duplicate("asks", espan);
+                    }
+                    asks_seen = true;
+                    let sel = self.selectors(entry.into_inner().next());
+                    latch.asks.extend(sel);
                 }
                 Rule::refusal => {
                     if latch.refusal.is_some() {
@@ -388,6 +397,7 @@ impl Builder {
             name,
             targets,
             requires: Vec::new(),
+            asks: Vec::new(),
             refusal: None,
             on_missing: None,
             span,
@@ -398,6 +408,11 @@ impl Builder {
                 Rule::require => {
                     if let Some(e) = entry.into_inner().next() {
                         rule.requires.push(self.expr(e));
+                    }
+                }
+                Rule::ask_when => {
+                    if let Some(e) = entry.into_inner().find(|p| p.as_rule() == Rule::expr) {
+                        rule.asks.push(self.expr(e));
                     }
                 }
                 Rule::refusal => {

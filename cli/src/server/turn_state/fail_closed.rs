@@ -71,6 +71,7 @@ fn deny_as_state(d: &mut Decision, reason: Arc<str>) {
         detokenise: Vec::new(),
         opaque_tokens: Vec::new(),
         sanitise_output: false,
+        approval: None,
     };
 }
 

@@ -1,0 +1,310 @@
+//! Approval digests: what a person approves when a call asks (`ask when`, a latch's `asks`).
+//!
+//! A digest binds everything that makes a call this call: the policy module and revision,
+//! the policy element that asked (a rule or a latch), the tool, the arguments, and the
+//! session and turn when the request names them. An approval (`facts.approvals`) carrying it
+//! turns exactly that call into an allow; another argument set, tool, element, turn or
+//! revision has another digest.
+//!
+//! The arguments are hashed in one canonical form, so the executor's key order and number
+//! spelling do not matter: object keys sorted by their bytes, strings as JSON escapes them,
+//! an integer (or a float with no fraction below 2^53) as decimal digits, any other number in
+//! Rust's shortest round-trip exponent form (`1.5e-1`). Strings are hashed as given, with no
+//! Unicode normalisation: two spellings of one word are two argument sets, so an approval
+//! never carries over to text the person did not see. Each field is length-prefixed, so no
+//! two subjects share an input.
+//!
+//! The digest is SHA-256 (`sha2`, which uses the CPU's SHA extensions where there are any),
+//! written `ap1:` and 64 lowercase hex digits. Nothing is allocated to compute or compare one.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::io::Write;
+
+/// The prefix of every digest: the scheme's version.
+pub const PREFIX: &str = "ap1:";
+/// A digest's length as text: the prefix and 64 hex digits.
+pub const TEXT_LEN: usize = PREFIX.len() + 64;
+
+/// What one approval is for.
+pub(crate) struct Subject<'a> {
+    pub(crate) module: &'a str,
+    pub(crate) revision: &'a str,
+    /// The rule or latch that asked.
+    pub(crate) element: &'a str,
+    pub(crate) tool: &'a str,
+    pub(crate) args: &'a Value,
+    pub(crate) session: Option<&'a str>,
+    pub(crate) turn: Option<&'a str>,
+}
+
+/// A digest as bytes.
+pub(crate) type Raw = [u8; 32];
+
+impl Subject<'_> {
+    /// The subject's digest.
+    pub(crate) fn digest(&self) -> Raw {
+        let mut h = Hashing(Sha256::new());
+        h.0.update(b"toolgate approval v1\0");
+        for field in [self.module, self.revision, self.element, self.tool] {
+            h.field(Some(field));
+        }
+        h.field(self.session);
+        h.field(self.turn);
+        canonical(&mut h, self.args);
+        h.0.finalize().into()
+    }
+}
+
+/// `raw` as text: [`PREFIX`] and 64 lowercase hex digits.
+pub(crate) fn text(raw: &Raw) -> String {
+    let buf = text_bytes(raw);
+    // Only ASCII was written.
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Whether `given` (an entry of `facts.approvals`) is the text of `raw`.
+pub(crate) fn matches(raw: &Raw, given: &str) -> bool {
+    given.as_bytes() == text_bytes(raw)
+}
+
+/// Whether `s` has a digest's shape: [`PREFIX`] and 64 lowercase hex digits.
+pub fn well_formed(s: &str) -> bool {
+    s.len() == TEXT_LEN
+        && s.starts_with(PREFIX)
+        && s.as_bytes()[PREFIX.len()..]
+            .iter()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+fn text_bytes(raw: &Raw) -> [u8; TEXT_LEN] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; TEXT_LEN];
+    out[..PREFIX.len()].copy_from_slice(PREFIX.as_bytes());
+    for (i, b) in raw.iter().enumerate() {
+        out[PREFIX.len() + 2 * i] = HEX[usize::from(b >> 4)];
+        out[PREFIX.len() + 2 * i + 1] = HEX[usize::from(b & 0xf)];
+    }
+    out
+}
+
+/// The hasher, writable so `serde_json` and `write!` can stream into it.
+struct Hashing(Sha256);
+
+impl Write for Hashing {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Hashing {
+    /// A string field, length-prefixed; absent is distinct from every string.
+    fn field(&mut self, s: Option<&str>) {
+        match s {
+            None => self.0.update([0u8]),
+            Some(s) => {
+                self.0.update([1u8]);
+                self.0.update((s.len() as u64).to_be_bytes());
+                self.0.update(s.as_bytes());
+            }
+        }
+    }
+}
+
+/// Below this, every integer is exactly a float, so `100` and `100.0` and `1e2` are one
+/// number.
+const EXACT: f64 = 9_007_199_254_740_992.0;
+
+/// Writes `v` in the canonical form. Writing into the hasher cannot fail.
+fn canonical(h: &mut Hashing, v: &Value) {
+    match v {
+        Value::Null => h.0.update(b"null"),
+        Value::Bool(true) => h.0.update(b"true"),
+        Value::Bool(false) => h.0.update(b"false"),
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                let _ = write!(h, "{u}");
+            } else if let Some(i) = n.as_i64() {
+                let _ = write!(h, "{i}");
+            } else if let Some(f) = n.as_f64() {
+                if f.fract() == 0.0 && f.abs() < EXACT {
+                    // Exact: the guard bounds it well inside i64.
+                    let _ = write!(h, "{}", f as i64);
+                } else {
+                    let _ = write!(h, "{f:e}");
+                }
+            }
+        }
+        Value::String(s) => {
+            let _ = serde_json::to_writer(&mut *h, s);
+        }
+        Value::Array(items) => {
+            h.0.update(b"[");
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    h.0.update(b",");
+                }
+                canonical(h, item);
+            }
+            h.0.update(b"]");
+        }
+        Value::Object(map) => {
+            // A few keys: sorted on the stack; more: in one small vector.
+            let mut keys: arrayvec::ArrayVec<(&String, &Value), 16> = arrayvec::ArrayVec::new();
+            let mut many: Vec<(&String, &Value)> = Vec::new();
+            if map.len() <= 16 {
+                keys.extend(map.iter());
+                keys.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            } else {
+                many.extend(map.iter());
+                many.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            }
+            let sorted: &[(&String, &Value)] = if many.is_empty() { &keys } else { &many };
+            h.0.update(b"{");
+            for (i, (k, v)) in sorted.iter().enumerate() {
+                if i > 0 {
+                    h.0.update(b",");
+                }
+                let _ = serde_json::to_writer(&mut *h, k);
+                h.0.update(b":");
+                canonical(h, v);
+            }
+            h.0.update(b"}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn of(args: Value) -> Raw {
+        Subject {
+            module: "m",
+            revision: "r",
+            element: "refunds",
+            tool: "refund",
+            args: &args,
+            session: Some("s"),
+            turn: Some("t"),
+        }
+        .digest()
+    }
+
+    #[test]
+    fn key_order_and_number_spelling_do_not_matter() {
+        let a: Value =
+            serde_json::from_str(r#"{"amount": 100, "to": {"b": 1, "a": [1.5, 2]}}"#).unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{"to": {"a": [15e-1, 2.0], "b": 1e0}, "amount": 1e2}"#)
+                .unwrap();
+        assert_eq!(of(a), of(b));
+    }
+
+    #[test]
+    fn every_bound_part_changes_the_digest() {
+        let args = json!({"amount": 100});
+        let base = Subject {
+            module: "m",
+            revision: "r",
+            element: "refunds",
+            tool: "refund",
+            args: &args,
+            session: Some("s"),
+            turn: Some("t"),
+        };
+        let d = base.digest();
+        let other = json!({"amount": 101});
+        for changed in [
+            Subject {
+                module: "n",
+                ..base
+            },
+            Subject {
+                revision: "r2",
+                ..base
+            },
+            Subject {
+                element: "other",
+                ..base
+            },
+            Subject {
+                tool: "refund2",
+                ..base
+            },
+            Subject {
+                args: &other,
+                ..base
+            },
+            Subject {
+                session: None,
+                ..base
+            },
+            Subject {
+                turn: Some("t2"),
+                ..base
+            },
+            Subject { turn: None, ..base },
+        ] {
+            assert_ne!(changed.digest(), d);
+        }
+        // Length prefixes: moving a byte between two fields is another subject.
+        assert_ne!(
+            Subject {
+                module: "ab",
+                revision: "c",
+                ..base
+            }
+            .digest(),
+            Subject {
+                module: "a",
+                revision: "bc",
+                ..base
+            }
+            .digest()
+        );
+    }
+
+    #[test]
+    fn distinct_values_stay_distinct() {
+        let pairs = [
+            (json!({"a": "café"}), json!({"a": "cafe\u{301}"})),
+            (
+                json!({"a": 9_007_199_254_740_993u64}),
+                json!({"a": 9_007_199_254_740_992u64}),
+            ),
+            (json!({"a": 1}), json!({"a": "1"})),
+            (json!({"a": [1, 2]}), json!({"a": [2, 1]})),
+            (json!({"a": null}), json!({})),
+            (json!({"a": 0.1}), json!({"a": 0.10000000000000002})),
+        ];
+        for (x, y) in pairs {
+            assert_ne!(of(x.clone()), of(y.clone()), "{x} vs {y}");
+        }
+        let many: serde_json::Map<String, Value> =
+            (0..40).map(|i| (format!("k{i}"), json!(i))).collect();
+        let mut reversed = serde_json::Map::new();
+        for (k, v) in many.iter().rev() {
+            reversed.insert(k.clone(), v.clone());
+        }
+        assert_eq!(of(Value::Object(many)), of(Value::Object(reversed)));
+    }
+
+    #[test]
+    fn the_text_form_round_trips_and_is_checked() {
+        let d = of(json!({}));
+        let t = text(&d);
+        assert!(well_formed(&t), "{t}");
+        assert!(matches(&d, &t));
+        assert!(!matches(&d, &t.to_uppercase()));
+        assert!(!well_formed("ap1:00"));
+        assert!(!well_formed(&t.replace("ap1:", "ap2:")));
+    }
+}
