@@ -994,3 +994,47 @@ fn init_codex_wires_every_tool_event_in_its_hooks_file() {
         text(&out.stdout)
     );
 }
+
+/// An `ask when` (issue 24) reaches each agent as its own approval step where it has one:
+/// Claude Code and Cursor ask the user; Gemini CLI and Codex, whose hooks cannot ask, get a
+/// denial with the same reason, so the call never runs unseen.
+#[test]
+fn an_ask_is_the_agents_own_prompt_or_a_denial() {
+    let s = Setup::new("ask");
+    let asking = format!(
+        "{POLICY}rule big_deploys for Deploy {{ ask when args.replicas > 3 }}\nrule ask_force for Bash {{ ask when args.command matches \"--force\" }}\nrule ask_rm for shell {{ ask when args.command matches \"^rm \" }}\n"
+    );
+    std::fs::write(&s.policy, asking).unwrap();
+    // Claude Code: `ask`, with the reason for the person.
+    let answer = s
+        .claude(pre("a1", "Bash", json!({"command": "git push --force"})))
+        .unwrap();
+    let out = &answer["hookSpecificOutput"];
+    assert_eq!(out["permissionDecision"], "ask", "{answer}");
+    assert!(out["permissionDecisionReason"]
+        .as_str()
+        .unwrap()
+        .starts_with("Approval needed: rule `ask_force`"));
+    assert_eq!(
+        s.claude(pre("a1", "Bash", json!({"command": "git push"}))),
+        None
+    );
+    // Cursor: `ask` too (its shell tool is `shell`, whose `require` still denies first).
+    let shell = json!({"hook_event_name": "beforeShellExecution", "conversation_id": "c9",
+                       "generation_id": "g1", "command": "rm x", "cwd": "/repo"});
+    let out = s.run("cursor", &[], &shell.to_string());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["permission"], "ask", "{v}");
+    // Gemini CLI and Codex: a denial carrying the ask's reason.
+    let before = json!({"session_id": "g9", "hook_event_name": "BeforeTool",
+                        "tool_name": "Bash", "tool_input": {"command": "rm --force x"}});
+    let out = s.run("gemini-cli", &[], &before.to_string());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["decision"], "deny", "{v}");
+    assert!(v["reason"].as_str().unwrap().starts_with("Approval needed"));
+    let codex = json!({"session_id": "x9", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                       "tool_input": {"command": "git push --force"}, "turn_id": "t1"});
+    let out = s.run("codex", &[], &codex.to_string());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny", "{v}");
+}

@@ -185,17 +185,20 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn of(args: Value) -> Raw {
+    fn subject(args: &Value) -> Subject<'_> {
         Subject {
             module: "m",
             revision: "r",
             element: "refunds",
             tool: "refund",
-            args: &args,
+            args,
             session: Some("s"),
             turn: Some("t"),
         }
-        .digest()
+    }
+
+    fn of(args: Value) -> Raw {
+        subject(&args).digest()
     }
 
     #[test]
@@ -211,15 +214,7 @@ mod tests {
     #[test]
     fn every_bound_part_changes_the_digest() {
         let args = json!({"amount": 100});
-        let base = Subject {
-            module: "m",
-            revision: "r",
-            element: "refunds",
-            tool: "refund",
-            args: &args,
-            session: Some("s"),
-            turn: Some("t"),
-        };
+        let base = subject(&args);
         let d = base.digest();
         let other = json!({"amount": 101});
         for changed in [

@@ -132,15 +132,21 @@ impl Agent {
 
     /// The answer in the agent's own format, or `None` to print nothing.
     pub fn render(self, answer: &Answer) -> Option<Value> {
-        let (allow, reason) = match answer {
+        let (word, reason) = match answer {
             Answer::Nothing => return None,
             // Codex supports only a denial: any other decision is a failed hook, which it
             // logs and ignores.
             Answer::Allow if self == Agent::Codex => return None,
-            Answer::Allow => (true, None),
-            Answer::Deny { reason } => (false, Some(reason.as_str())),
+            Answer::Allow => ("allow", None),
+            Answer::Deny { reason } => ("deny", Some(reason.as_str())),
+            // Claude Code and Cursor prompt the user themselves. Gemini CLI's hooks answer
+            // only allow or deny, and Codex only deny: there the ask is a denial with the
+            // same reason, never a silent run.
+            Answer::Ask { reason } => match self {
+                Agent::ClaudeCode | Agent::Cursor => ("ask", Some(reason.as_str())),
+                Agent::GeminiCli | Agent::Codex => ("deny", Some(reason.as_str())),
+            },
         };
-        let word = if allow { "allow" } else { "deny" };
         Some(match self {
             // Codex reads Claude Code's format, but takes any key beyond its schema as a
             // failed hook and runs the call: exactly these three keys.

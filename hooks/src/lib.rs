@@ -91,6 +91,13 @@ pub enum Answer {
         /// The refusal text.
         reason: String,
     },
+    /// The policy asks a person (`ask when`, a latch's `asks`): the agent's own permission
+    /// prompt where it has one (Claude Code, Cursor), a denial with the same reason where it
+    /// has none (Gemini CLI, Codex), so asking never runs the call unseen.
+    Ask {
+        /// Why, for the person and the model.
+        reason: String,
+    },
 }
 
 /// How the hook judges calls.
@@ -220,6 +227,13 @@ impl<'a> Judge<'a> {
                     Answer::Nothing
                 }
             }
+            Some(d) if d.kind == Some(toolgate_engine::DenyKind::Ask) => Answer::Ask {
+                reason: d
+                    .reason
+                    .as_deref()
+                    .unwrap_or("Approval needed before this call runs.")
+                    .to_string(),
+            },
             Some(d) => Answer::Deny {
                 reason: d
                     .reason

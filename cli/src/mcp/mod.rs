@@ -272,7 +272,8 @@ impl ServerHandler for Proxy {
         }
         match answer {
             Answer::Allow | Answer::Nothing => {}
-            Answer::Deny { reason } => return self.refuse(reason),
+            // Elicitation is not wired yet: an ask is refused with its reason (fails closed).
+            Answer::Deny { reason } | Answer::Ask { reason } => return self.refuse(reason),
         }
         let tool = request.name.to_string();
         // A call the client cancels is dropped here, which cancels it upstream as well.
