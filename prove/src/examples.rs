@@ -257,7 +257,7 @@ fn expectation(e: &Value, at: &str) -> Result<Expect, Vec<TestFileError>> {
             .map_err(|_| {
                 errors.push(err(
                     format!("{at}.kind"),
-                    "expected one of unclassified, stage, latch, host, args, precondition, rule",
+                    "expected one of unclassified, stage, latch, host, args, precondition, rule, state, ask",
                 ))
             })
             .ok(),
