@@ -71,14 +71,17 @@ pub struct Verdict(Outcome);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Outcome {
     /// `tool`: the id resolved for the call, kept so the response needs no second lookup.
-    /// `approved`: it asked (this element), and `facts.approvals` holds the approval.
+    /// `approved`: it asked, and `facts.approvals` holds the approval (which element asked
+    /// is worked out again when the response is put into words, so a verdict stays 8 bytes).
     Allow {
         fail_open: bool,
-        approved: Option<Asker>,
+        approved: bool,
         tool: ToolId,
     },
-    /// It passed every check, and this element asks a person.
-    Ask(Asker, ToolId),
+    /// It passed every check, and this set latch `asks` for its tool.
+    AskLatch(u8),
+    /// It passed every check, and this rule's `ask when` holds.
+    AskRule(RuleId),
     Unclassified,
     NoStage,
     UnknownStage,
@@ -98,6 +101,15 @@ enum Outcome {
 enum Asker {
     Latch(u8),
     Rule(RuleId),
+}
+
+impl Asker {
+    fn outcome(self) -> Outcome {
+        match self {
+            Asker::Latch(l) => Outcome::AskLatch(l),
+            Asker::Rule(r) => Outcome::AskRule(r),
+        }
+    }
 }
 
 impl Verdict {
@@ -397,7 +409,7 @@ impl Policy {
             | Outcome::Whitelist(_)
             | Outcome::Turns(_) => DenyKind::Stage,
             Outcome::Latch(_) => DenyKind::Latch,
-            Outcome::Ask(..) => DenyKind::Ask,
+            Outcome::AskLatch(_) | Outcome::AskRule(_) => DenyKind::Ask,
             Outcome::Rule(r) | Outcome::Part(r, _) | Outcome::Url(r, _) => {
                 self.rules[r.index()].kind
             }
@@ -416,8 +428,8 @@ impl Policy {
             Outcome::Whitelist(s) => &self.stages[s.index()].whitelist_refusal,
             Outcome::Turns(s) => &self.stages[s.index()].turns_refusal,
             Outcome::Latch(l) => &self.latches[usize::from(l)].refusal,
-            Outcome::Ask(Asker::Latch(l), _) => &self.latches[usize::from(l)].ask_reason,
-            Outcome::Ask(Asker::Rule(r), _) => &self.rules[r.index()].ask_reason,
+            Outcome::AskLatch(l) => &self.latches[usize::from(l)].ask_reason,
+            Outcome::AskRule(r) => &self.rules[r.index()].ask_reason,
             Outcome::Rule(r) => &self.rules[r.index()].refusal,
             Outcome::Part(r, k) => {
                 let rule = &self.rules[r.index()];
@@ -463,7 +475,7 @@ impl Policy {
                     latched |= self.tools[tool.index()].sets;
                     Outcome::Allow {
                         fail_open: false,
-                        approved: None,
+                        approved: false,
                         tool,
                     }
                 }
@@ -542,13 +554,18 @@ impl Policy {
                 }
                 _ => false,
             };
-            let approval = match v.0 {
-                Outcome::Ask(by, _)
-                | Outcome::Allow {
-                    approved: Some(by), ..
-                } => Some(crate::approval::text(&self.asked(by, call, ids).digest())),
+            let asker = match v.0 {
+                Outcome::AskLatch(l) => Some(Asker::Latch(l)),
+                Outcome::AskRule(r) => Some(Asker::Rule(r)),
+                Outcome::Allow {
+                    approved: true,
+                    tool,
+                    ..
+                } => self.first_asker(tool, call, facts, latched),
                 _ => None,
             };
+            let approval =
+                asker.map(|by| crate::approval::text(&self.asked(by, call, ids).digest()));
             // Built in its slot, with every field known first: the decision is not moved.
             decisions.push(Decision {
                 id: CallLabel::from(call.id()),
@@ -582,13 +599,10 @@ impl Policy {
             Outcome::Unclassified => &self.fixed.rule_unclassified,
             Outcome::NoStage => &self.fixed.rule_no_stage,
             Outcome::Whitelist(s) | Outcome::Turns(s) => &self.stages[s.index()].name,
-            Outcome::Latch(l) | Outcome::Ask(Asker::Latch(l), _) => {
-                &self.latches[usize::from(l)].name
+            Outcome::Latch(l) | Outcome::AskLatch(l) => &self.latches[usize::from(l)].name,
+            Outcome::Rule(r) | Outcome::Part(r, _) | Outcome::Url(r, _) | Outcome::AskRule(r) => {
+                &self.rules[r.index()].name
             }
-            Outcome::Rule(r)
-            | Outcome::Part(r, _)
-            | Outcome::Url(r, _)
-            | Outcome::Ask(Asker::Rule(r), _) => &self.rules[r.index()].name,
         })
     }
 
@@ -671,8 +685,33 @@ impl Policy {
         if let Some(latch) = blocking_latch(tool.blocked_by, batch.latched) {
             return Outcome::Latch(latch);
         }
+        // Two copies of the rest, one with the ask checks compiled in: a tool nothing can make
+        // ask is judged by the same code as before asks existed.
+        if tool.may_ask {
+            self.judge_rules::<true, C, T>(call, id, batch, memo, trace)
+        } else {
+            self.judge_rules::<false, C, T>(call, id, batch, memo, trace)
+        }
+    }
+
+    /// The rest of the check order for a call that passed the stage and latch checks: the
+    /// tool's rules, then (with `ASK`) whether it asks.
+    #[inline(always)]
+    fn judge_rules<const ASK: bool, C: CallLike, T: Trace>(
+        &self,
+        call: &C,
+        id: ToolId,
+        batch: &Batch<'_>,
+        memo: &mut Memo,
+        trace: &mut T,
+    ) -> Outcome {
+        let tool = &self.tools[id.index()];
         // A set latch that asks for the tool names the ask, unless a rule denies first.
-        let mut ask = blocking_latch(tool.asked_by, batch.latched).map(Asker::Latch);
+        let mut ask = if ASK {
+            blocking_latch(tool.asked_by, batch.latched).map(Asker::Latch)
+        } else {
+            None
+        };
         if tool.rules.is_empty() {
             return self.settle(ask, false, id, call, batch, trace);
         }
@@ -709,7 +748,7 @@ impl Policy {
             }
             // A rule that passed asks when one of its `ask when` holds, or is unknown: unsure
             // whether a person should see the call, one does.
-            if ask.is_none() {
+            if ASK && ask.is_none() {
                 if let Some(cond) = &rule.ask {
                     if cond.eval(&env) != Truth::False {
                         ask = Some(Asker::Rule(rule_id));
@@ -722,7 +761,7 @@ impl Policy {
 
     /// The outcome of a call that passed every check: an allow, or the ask `ask` unless
     /// `facts.approvals` holds its approval.
-    #[inline]
+    #[inline(always)]
     fn settle<C: CallLike, T: Trace>(
         &self,
         ask: Option<Asker>,
@@ -732,13 +771,29 @@ impl Policy {
         batch: &Batch<'_>,
         trace: &mut T,
     ) -> Outcome {
-        let Some(by) = ask else {
-            return Outcome::Allow {
+        match ask {
+            None => Outcome::Allow {
                 fail_open,
-                approved: None,
+                approved: false,
                 tool,
-            };
-        };
+            },
+            Some(by) => self.ask_or_approved(by, fail_open, tool, call, batch, trace),
+        }
+    }
+
+    /// [`Policy::settle`] for a call that asks: out of line, so the judge of a policy
+    /// without asks stays as small as before.
+    #[cold]
+    #[inline(never)]
+    fn ask_or_approved<C: CallLike, T: Trace>(
+        &self,
+        by: Asker,
+        fail_open: bool,
+        tool: ToolId,
+        call: &C,
+        batch: &Batch<'_>,
+        trace: &mut T,
+    ) -> Outcome {
         let approved = batch.facts.has_approvals()
             && batch
                 .facts
@@ -757,12 +812,33 @@ impl Policy {
         if approved {
             Outcome::Allow {
                 fail_open,
-                approved: Some(by),
+                approved: true,
                 tool,
             }
         } else {
-            Outcome::Ask(by, tool)
+            by.outcome()
         }
+    }
+
+    /// The element that asked about a call of `tool` that passed every check: the first set
+    /// latch that `asks` for it, else the first of its rules whose `ask when` holds (or
+    /// cannot be told): the judge's own choice, worked out again for the response.
+    fn first_asker<C: CallLike>(
+        &self,
+        tool: ToolId,
+        call: &C,
+        facts: FactsRef<'_>,
+        latched: u64,
+    ) -> Option<Asker> {
+        let info = &self.tools[tool.index()];
+        if let Some(l) = blocking_latch(info.asked_by, latched) {
+            return Some(Asker::Latch(l));
+        }
+        let env = Env::new(call.args(), facts, &self.host_lists);
+        info.rules.iter().find_map(|&r| {
+            let cond = self.rules[r.index()].ask.as_ref()?;
+            (cond.eval(&env) != Truth::False).then_some(Asker::Rule(r))
+        })
     }
 
     /// What an approval of `call`, asked by `by`, is for.
@@ -822,5 +898,15 @@ fn all_bits(n: usize) -> u64 {
         u64::MAX
     } else {
         (1u64 << n) - 1
+    }
+}
+
+#[cfg(test)]
+mod size {
+    /// A verdict stays 8 bytes: `decide_into`'s buffer and the judge's copies cost what they
+    /// did before asks (an ask's element is worked out again for the response).
+    #[test]
+    fn a_verdict_is_eight_bytes() {
+        assert_eq!(std::mem::size_of::<super::Verdict>(), 8);
     }
 }

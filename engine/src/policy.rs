@@ -62,6 +62,9 @@ pub(crate) struct ToolInfo {
     pub(crate) blocked_by: u64,
     /// Latches (bit per latch) that make a call of this tool ask a person while set.
     pub(crate) asked_by: u64,
+    /// Whether anything can make a call of this tool ask (a latch in `asked_by`, a rule with
+    /// `ask when`): the judge skips every ask check for a tool that cannot.
+    pub(crate) may_ask: bool,
     /// Argument paths whose vault tokens the executor may unwrap (each covers its subtree),
     /// each with the token kinds it accepts.
     pub(crate) detokenise: Box<[crate::vault::Permit]>,
@@ -284,7 +287,7 @@ impl Policy {
     }
 
     /// The id of a classified tool.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn tool_id(&self, name: &str) -> Option<ToolId> {
         self.tool_index.get(name).map(ToolId)
     }

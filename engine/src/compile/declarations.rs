@@ -24,6 +24,7 @@ impl Compiler {
                 sets: 0,
                 blocked_by: 0,
                 asked_by: 0,
+                may_ask: false,
                 detokenise: Box::new([]),
                 // Third-party content can carry identifiers the vault never saw.
                 sanitise_output: *class == ToolClass::Ingest,
@@ -209,6 +210,7 @@ impl Compiler {
         }
         self.check_fail_open_guards(&tool_rules, &rules, &open_by_default);
         for (t, r) in tools.iter_mut().zip(tool_rules) {
+            t.may_ask = t.asked_by != 0 || r.iter().any(|id| rules[id.index()].ask.is_some());
             t.rules = r.into_boxed_slice();
         }
         let mut slots = 0..crate::limits::MEMO_SLOTS as u8;
