@@ -14,8 +14,9 @@
 //! never carries over to text the person did not see. Each field is length-prefixed, so no
 //! two subjects share an input.
 //!
-//! The digest is SHA-256 (`sha2`, which uses the CPU's SHA extensions where there are any),
-//! written `ap1:` and 64 lowercase hex digits. Nothing is allocated to compute or compare one.
+//! The digest is SHA-256 (`sha2`, which uses the CPU's SHA extensions where there are any)
+//! over the input written out once (one buffer, allocated only for an ask), written `ap1:` and
+//! 64 lowercase hex digits.
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -44,15 +45,17 @@ pub(crate) type Raw = [u8; 32];
 impl Subject<'_> {
     /// The subject's digest.
     pub(crate) fn digest(&self) -> Raw {
-        let mut h = Hashing(Sha256::new());
-        h.0.update(b"toolgate approval v1\0");
+        // The input is written whole, then hashed in one pass: a few large updates cost far
+        // less than one per token.
+        let mut h = Hashing(Vec::with_capacity(512));
+        h.0.extend_from_slice(b"toolgate approval v1\0");
         for field in [self.module, self.revision, self.element, self.tool] {
             h.field(Some(field));
         }
         h.field(self.session);
         h.field(self.turn);
         canonical(&mut h, self.args);
-        h.0.finalize().into()
+        Sha256::digest(&h.0).into()
     }
 }
 
@@ -88,12 +91,12 @@ fn text_bytes(raw: &Raw) -> [u8; TEXT_LEN] {
     out
 }
 
-/// The hasher, writable so `serde_json` and `write!` can stream into it.
-struct Hashing(Sha256);
+/// The hash input being written, writable so `serde_json` and `write!` can stream into it.
+struct Hashing(Vec<u8>);
 
 impl Write for Hashing {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
+        self.0.extend_from_slice(buf);
         Ok(buf.len())
     }
 
@@ -103,14 +106,18 @@ impl Write for Hashing {
 }
 
 impl Hashing {
+    fn update(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+
     /// A string field, length-prefixed; absent is distinct from every string.
     fn field(&mut self, s: Option<&str>) {
         match s {
-            None => self.0.update([0u8]),
+            None => self.update(&[0u8]),
             Some(s) => {
-                self.0.update([1u8]);
-                self.0.update((s.len() as u64).to_be_bytes());
-                self.0.update(s.as_bytes());
+                self.update(&[1u8]);
+                self.update(&(s.len() as u64).to_be_bytes());
+                self.update(s.as_bytes());
             }
         }
     }
@@ -123,9 +130,9 @@ const EXACT: f64 = 9_007_199_254_740_992.0;
 /// Writes `v` in the canonical form. Writing into the hasher cannot fail.
 fn canonical(h: &mut Hashing, v: &Value) {
     match v {
-        Value::Null => h.0.update(b"null"),
-        Value::Bool(true) => h.0.update(b"true"),
-        Value::Bool(false) => h.0.update(b"false"),
+        Value::Null => h.update(b"null"),
+        Value::Bool(true) => h.update(b"true"),
+        Value::Bool(false) => h.update(b"false"),
         Value::Number(n) => {
             if let Some(u) = n.as_u64() {
                 let _ = write!(h, "{u}");
@@ -144,14 +151,14 @@ fn canonical(h: &mut Hashing, v: &Value) {
             let _ = serde_json::to_writer(&mut *h, s);
         }
         Value::Array(items) => {
-            h.0.update(b"[");
+            h.update(b"[");
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    h.0.update(b",");
+                    h.update(b",");
                 }
                 canonical(h, item);
             }
-            h.0.update(b"]");
+            h.update(b"]");
         }
         Value::Object(map) => {
             // A few keys: sorted on the stack; more: in one small vector.
@@ -165,16 +172,16 @@ fn canonical(h: &mut Hashing, v: &Value) {
                 many.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
             }
             let sorted: &[(&String, &Value)] = if many.is_empty() { &keys } else { &many };
-            h.0.update(b"{");
+            h.update(b"{");
             for (i, (k, v)) in sorted.iter().enumerate() {
                 if i > 0 {
-                    h.0.update(b",");
+                    h.update(b",");
                 }
                 let _ = serde_json::to_writer(&mut *h, k);
-                h.0.update(b":");
+                h.update(b":");
                 canonical(h, v);
             }
-            h.0.update(b"}");
+            h.update(b"}");
         }
     }
 }
