@@ -12,7 +12,7 @@
 //! SDK's keep-alive, 300 s by default). A session that ends leaves its latched turns behind
 //! ([`super::expired`]), so re-initialising does not clear a latch.
 //!
-//! Connections are the decision server's: the same accept loop (`server::conn`), with its
+//! Connections are the decision server's: the same accept loop (`toolgate_server::conn`), with its
 //! connection cap (`--max-connections`, a 503 beyond it), header deadline and idle timeout,
 //! and every request body is read whole, up to `--max-body` and within `--body-timeout-ms`
 //! (413 and 408 otherwise, as JSON-RPC errors), before the SDK sees it.
@@ -31,8 +31,6 @@
 use super::expired::Expired;
 use super::upstream::Upstream;
 use super::{Config, Proxy};
-use crate::server::conn::ConnHost;
-use crate::server::{HttpLimits, Refusal};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
@@ -44,6 +42,8 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
+use toolgate_server::conn::{ConnHost, Refusal};
+use toolgate_server::HttpLimits;
 
 /// The path the MCP endpoint is served at.
 pub const PATH: &str = "/mcp";
@@ -135,9 +135,9 @@ pub async fn serve(config: Arc<Config>, upstream: Upstream, listen: &Listen) -> 
         .local_addr()
         .map_err(|e| format!("cannot listen on `{addr}`: {e}"))?;
     // Handlers go in before the announcement, so a signal sent on reading it is handled.
-    let stop = crate::signals::Stop::install()?;
+    let stop = toolgate_server::signals::Stop::install().map_err(|e| e.to_string())?;
     eprintln!("toolgate mcp: serving MCP at http://{local}{PATH}");
-    crate::server::conn::serve(
+    toolgate_server::conn::serve(
         listener,
         router,
         Arc::new(Connections(listen.http)),
