@@ -20,7 +20,7 @@
 //! # }
 //! ```
 //!
-//! Mounting the routes under a prefix of another app:
+//! Mounting the routes under a prefix of another app (`examples/embed.rs` in full):
 //!
 //! ```no_run
 //! # async fn embed() -> Result<(), toolgate_server::ServerError> {
