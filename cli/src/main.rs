@@ -1,7 +1,6 @@
 //! `toolgate`: check policies, evaluate tool-call batches and offer tools from the command line.
 
 mod command;
-mod mcp;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

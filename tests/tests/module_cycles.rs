@@ -38,7 +38,7 @@ const KNOWN: &[(&str, &[&str], &str)] = &[
 ];
 
 const CRATES: &[&str] = &[
-    "lang", "engine", "turns", "hooks", "loader", "bundle", "prove", "server",
+    "lang", "engine", "turns", "hooks", "loader", "bundle", "prove", "server", "mcp",
 ];
 
 /// Top-level module -> the top-level modules it names.

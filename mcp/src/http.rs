@@ -10,7 +10,7 @@
 //! Sessions are bounded ([`Listen`]): at most `--max-sessions` at once (a new one past it is
 //! answered with a JSON-RPC error), each closed after `--session-idle` without a request (the
 //! SDK's keep-alive, 300 s by default). A session that ends leaves its latched turns behind
-//! ([`super::expired`]), so re-initialising does not clear a latch.
+//! (`expired.rs`), so re-initialising does not clear a latch.
 //!
 //! Connections are the decision server's: the same accept loop (`toolgate_server::conn`), with its
 //! connection cap (`--max-connections`, a 503 beyond it), header deadline and idle timeout,
@@ -90,8 +90,30 @@ impl ConnHost for Connections {
     fn refused(&self, _: Refusal) {}
 }
 
+/// Why the listener could not serve.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The address could not be bound (or its bound address read).
+    #[error("cannot listen on `{addr}`: {source}")]
+    Listen {
+        /// The address asked for.
+        addr: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The stop signals could not be handled.
+    #[error(transparent)]
+    Signal(#[from] toolgate_server::signals::SignalError),
+}
+
 /// Serves MCP over Streamable HTTP on `listen` until SIGINT or SIGTERM.
-pub async fn serve(config: Arc<Config>, upstream: Upstream, listen: &Listen) -> Result<(), String> {
+pub async fn serve(
+    config: Arc<Config>,
+    upstream: Upstream,
+    listen: &Listen,
+) -> Result<(), ServeError> {
     let http_config = StreamableHttpServerConfig::default();
     let shutdown = http_config.cancellation_token.clone();
     let mut manager = LocalSessionManager::default();
@@ -128,14 +150,14 @@ pub async fn serve(config: Arc<Config>, upstream: Upstream, listen: &Listen) -> 
         .nest_service(PATH, service)
         .layer(axum::middleware::from_fn_with_state(gate, admit));
     let addr = &listen.addr;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on `{addr}`: {e}"))?;
-    let local = listener
-        .local_addr()
-        .map_err(|e| format!("cannot listen on `{addr}`: {e}"))?;
+    let cannot = |source| ServeError::Listen {
+        addr: addr.clone(),
+        source,
+    };
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(cannot)?;
+    let local = listener.local_addr().map_err(cannot)?;
     // Handlers go in before the announcement, so a signal sent on reading it is handled.
-    let stop = toolgate_server::signals::Stop::install().map_err(|e| e.to_string())?;
+    let stop = toolgate_server::signals::Stop::install()?;
     eprintln!("toolgate mcp: serving MCP at http://{local}{PATH}");
     toolgate_server::conn::serve(
         listener,
