@@ -25,7 +25,9 @@ const DRAIN: Duration = Duration::from_secs(10);
 
 /// A started server: the serving policy set, turn state, decision log, metrics and the
 /// tasks that keep them current. Mount its routes with [`router`] (or serve them with
-/// [`run`]), and end it with [`Server::shutdown`], which flushes the decision log.
+/// [`run`]), and end it with [`Server::shutdown`], which flushes the decision log. Dropped
+/// without it, the background tasks run on until the runtime ends, and what the log still
+/// queues may be lost.
 pub struct Server {
     state: Arc<AppState>,
     writer: JoinHandle<()>,
