@@ -14,7 +14,9 @@ import argparse, os, subprocess, sys, time
 
 import redis
 
-DIR = "cli/src/server/turn_state/"
+DIR = "server/src/turn_state/"
+# Where the scripts were before the server became its own crate, for --rev of an older tree.
+OLD_DIR = "cli/src/server/turn_state/"
 ap = argparse.ArgumentParser()
 ap.add_argument("--rev", help="a git revision whose script to run instead of this tree's")
 ap.add_argument("--port", type=int, default=19601)
@@ -25,8 +27,11 @@ os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 def read(name):
     if args.rev:
-        out = subprocess.run(["git", "show", f"{args.rev}:{DIR}{name}"], capture_output=True)
-        return out.stdout.decode() if out.returncode == 0 else None
+        for d in (DIR, OLD_DIR):
+            out = subprocess.run(["git", "show", f"{args.rev}:{d}{name}"], capture_output=True)
+            if out.returncode == 0:
+                return out.stdout.decode()
+        return None
     return open(DIR + name).read() if os.path.exists(DIR + name) else None
 
 

@@ -1,10 +1,6 @@
 //! `toolgate`: check policies, evaluate tool-call batches and offer tools from the command line.
 
 mod command;
-mod http_client;
-mod mcp;
-mod server;
-mod signals;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -46,7 +42,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    http_client::install_crypto();
+    // `ring` as the process's TLS provider, before any client is built: rustls needs one for
+    // the MCP proxy's https upstream and the server's own clients (a second install, as the
+    // server's, changes nothing).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     match cli.command {
         Command::Check(args) => command::check::run(&args),
         Command::Diff(args) => command::diff::run(&args),

@@ -53,7 +53,7 @@ const SCAN_FREELY_BELOW: usize = 1024;
 const SCAN_EVERY: Duration = Duration::from_millis(10);
 
 /// The bounds of a [`SessionStore`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionLimits {
     /// Idle time after which a session's exact state is dropped.
     pub ttl: Duration,

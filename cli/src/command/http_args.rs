@@ -1,8 +1,8 @@
 //! The accept loop's bounds, as flags of every command that listens for HTTP (`serve` and
 //! `mcp --listen`), so both take the same names, defaults and checks.
 
-use crate::server::HttpLimits;
 use std::time::Duration;
+use toolgate_server::HttpLimits;
 
 /// Timeouts and the connection cap of a listener.
 #[derive(clap::Args, Debug, Clone)]

@@ -8,17 +8,16 @@
 //!
 //! Protocol versions (those of `rmcp` 3.11): over stdio 2024-11-05, 2025-03-26, 2025-06-18,
 //! 2025-11-25 and 2026-07-28; over `--listen` the ones with sessions, 2024-11-05 to
-//! 2025-11-25 (`mcp::http` says why); upstream, whichever upstream agrees to.
+//! 2025-11-25 (`toolgate_mcp::http` says why); upstream, whichever upstream agrees to.
 
 use super::{compile_file, display_name, read_input};
-use crate::mcp::upstream::Upstream;
-use crate::mcp::{Config, DenyAs, Proxy};
 use rmcp::ServiceExt;
 use serde_json::Value;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 use toolgate_engine::{schema, Facts, Policy};
+use toolgate_mcp::{Config, DenyAs, Proxy, Upstream};
 
 /// The facts the proxy keeps itself; a facts file may not give them.
 const PROXY_FACTS: [&str; 3] = [schema::STAGE, schema::LATCHED, schema::CALLED];
@@ -114,7 +113,7 @@ async fn serve(args: &Args, config: Config) -> Result<(), String> {
     let upstream = connect(args, args.connect_timeout).await?;
     let config = Arc::new(config);
     if let Some(addr) = &args.listen {
-        let listen = crate::mcp::http::Listen {
+        let listen = toolgate_mcp::http::Listen {
             addr: addr.clone(),
             max_sessions: args.max_sessions,
             idle: args.session_idle,
@@ -123,7 +122,9 @@ async fn serve(args: &Args, config: Config) -> Result<(), String> {
             http: args.http.limits(),
             max_body: args.max_body,
         };
-        return crate::mcp::http::serve(config, upstream, &listen).await;
+        return toolgate_mcp::http::serve(config, upstream, &listen)
+            .await
+            .map_err(|e| e.to_string());
     }
     let running = Proxy::new(config, upstream)
         .serve(rmcp::transport::stdio())
@@ -219,7 +220,7 @@ fn read_facts(policy: &Policy, path: &str) -> Result<Facts, String> {
     let Value::Object(object) = &value else {
         return Err(format!(
             "{name}: the facts file must be a JSON object, found {}",
-            crate::mcp::json_type(&value)
+            toolgate_mcp::json_type(&value)
         ));
     };
     if let Some(key) = PROXY_FACTS.iter().find(|k| object.contains_key(**k)) {

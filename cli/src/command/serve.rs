@@ -1,11 +1,14 @@
-//! `toolgate serve DIR`: run the decision server over a policy directory.
+//! `toolgate serve DIR`: the decision server (`toolgate-server`) over a policy directory or a
+//! bundle. Here are only the flags and what they mean for the server's [`Config`]; the
+//! server itself is the library's.
 
-use crate::server::decision_log::LogMode;
-use crate::server::{self, Config, Limits, RedisConfig, StoreTls};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
-use toolgate_turns::SessionLimits;
+use toolgate_server::{
+    BundleSource, Config, Limits, LogMode, LogSink, PolicySource, RedisConfig, SessionLimits,
+    StoreTls, Widening,
+};
 
 /// Arguments of `toolgate serve`.
 #[derive(clap::Args)]
@@ -47,7 +50,7 @@ pub struct Args {
     addr: SocketAddr,
     /// Which decisions to log, as JSON lines.
     #[arg(long, value_enum, default_value = "all")]
-    log: LogMode,
+    log: LogArg,
     /// Also log call arguments and facts (they may hold personal data).
     #[arg(long)]
     log_args: bool,
@@ -118,7 +121,7 @@ pub struct Args {
     /// default) keeps the old policies serving until `POST /v1/reload` or SIGHUP;
     /// `widening=allow` applies it like any other change.
     #[arg(long = "reload", default_value = "widening=hold")]
-    reload: crate::server::reload_gate::Widening,
+    reload: Widening,
     /// Milliseconds between polls of the policy directory (0 disables watching).
     #[arg(long, default_value_t = 1000)]
     poll_ms: u64,
@@ -165,6 +168,27 @@ pub struct Args {
     state_key: Option<std::path::PathBuf>,
 }
 
+/// `--log`: which decisions to log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogArg {
+    /// Every batch.
+    All,
+    /// Only batches with at least one denial.
+    Denials,
+    /// Nothing.
+    Off,
+}
+
+impl From<LogArg> for LogMode {
+    fn from(arg: LogArg) -> LogMode {
+        match arg {
+            LogArg::All => LogMode::All,
+            LogArg::Denials => LogMode::Denials,
+            LogArg::Off => LogMode::Off,
+        }
+    }
+}
+
 /// A key prefix: letters, digits, `_`, `-`, `.`, `:`; no `{` or `}`, which would change the
 /// store's hash slots.
 fn key_prefix(s: &str) -> Result<String, String> {
@@ -192,65 +216,66 @@ pub fn run(args: &Args) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let bundle = match bundle_source(args) {
-        Ok(b) => b,
+    let mut config = config(args);
+    match bundle_source(args) {
+        Ok(Some(bundle)) => config.policies = PolicySource::Bundle(bundle),
+        Ok(None) => {}
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
-    };
-    let mut config = config(args);
-    config.bundle = bundle;
+    }
     serve(config)
 }
 
-/// The server's configuration from the command line, without a bundle source (`run` adds
-/// it: reading `--verify-key` can fail).
+/// The server's configuration from the command line, serving `dir` (`run` puts in the
+/// bundle source instead, when there is one: checking it can fail).
 pub fn config(args: &Args) -> Config {
-    Config {
-        addr: args.addr,
-        dir: args.dir.clone().unwrap_or_default(),
-        bundle: None,
-        limits: Limits {
-            body_bytes: args.max_body,
-            hook_body_bytes: args.max_hook_body,
-            calls: args.max_calls,
-            messages: args.max_messages,
-            tools: args.max_tools,
-            depth: args.max_depth,
-            id_bytes: args.max_id_bytes,
+    let mut config = Config::new(PolicySource::Path(args.dir.clone().unwrap_or_default()));
+    config.addr = args.addr;
+    config.limits = Limits {
+        body_bytes: args.max_body,
+        hook_body_bytes: args.max_hook_body,
+        calls: args.max_calls,
+        messages: args.max_messages,
+        tools: args.max_tools,
+        depth: args.max_depth,
+        id_bytes: args.max_id_bytes,
+    };
+    config.sessions = SessionLimits {
+        ttl: Duration::from_secs(args.session_ttl),
+        keep_expired: Duration::from_secs(args.session_keep_expired),
+        max_sessions: args.max_sessions,
+        max_bytes: args.max_session_bytes,
+    };
+    config.http = args.http.limits();
+    config.allow_origins = args.allow_origins.clone();
+    config.deny_warnings = args.deny_warnings;
+    config.log.mode = args.log.into();
+    config.log.args = args.log_args;
+    config.log.queue = args.log_queue;
+    config.log.sink = match (&args.decision_log_url, &args.log_file) {
+        (Some(url), _) => LogSink::Ship(url.clone()),
+        (None, Some(file)) => LogSink::File(file.into()),
+        (None, None) => LogSink::Stdout,
+    };
+    config.otel_endpoint = args.otel_endpoint.clone();
+    config.poll = Duration::from_millis(args.poll_ms);
+    config.admin_token = args.admin_token.clone().filter(|t| !t.is_empty());
+    config.default_policy = args.default_policy.clone();
+    config.state = args.state.as_ref().map(|url| RedisConfig {
+        url: url.clone(),
+        timeout: Duration::from_millis(args.state_timeout_ms),
+        prefix: args.state_prefix.clone(),
+        tls: StoreTls {
+            ca: args.state_ca.clone(),
+            client: args.state_cert.clone().zip(args.state_key.clone()),
         },
-        sessions: SessionLimits {
-            ttl: Duration::from_secs(args.session_ttl),
-            keep_expired: Duration::from_secs(args.session_keep_expired),
-            max_sessions: args.max_sessions,
-            max_bytes: args.max_session_bytes,
-        },
-        http: args.http.limits(),
-        allow_origins: args.allow_origins.clone(),
-        deny_warnings: args.deny_warnings,
-        log: args.log,
-        log_args: args.log_args,
-        log_file: args.log_file.clone(),
-        log_queue: args.log_queue,
-        log_url: args.decision_log_url.clone(),
-        otel_endpoint: args.otel_endpoint.clone(),
-        poll: Duration::from_millis(args.poll_ms),
-        admin_token: args.admin_token.clone().filter(|t| !t.is_empty()),
-        default_policy: args.default_policy.clone(),
-        announce: None,
-        state: args.state.as_ref().map(|url| RedisConfig {
-            url: url.clone(),
-            timeout: Duration::from_millis(args.state_timeout_ms),
-            prefix: args.state_prefix.clone(),
-            tls: StoreTls {
-                ca: args.state_ca.clone(),
-                client: args.state_cert.clone().zip(args.state_key.clone()),
-            },
-            declared_new: args.state_new,
-        }),
-        widening: args.reload,
-    }
+        declared_new: args.state_new,
+    });
+    config.widening = args.reload;
+    config.reload_on_sighup = true;
+    config
 }
 
 /// Runs the server with `config` until SIGTERM or Ctrl-C.
@@ -265,7 +290,13 @@ pub fn serve(config: Config) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(server::run(config)) {
+    let served = runtime.block_on(async {
+        // Installed before the server announces its listener, so a signal sent on reading
+        // that line drains connections and flushes the log instead of killing the process.
+        let stop = toolgate_server::signals::Stop::install()?;
+        toolgate_server::run(config, stop.recv()).await
+    });
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -276,7 +307,7 @@ pub fn serve(config: Config) -> ExitCode {
 
 /// The bundle source from `--bundle`, `--verify-key`, `--insecure-unsigned`: a bundle needs
 /// a key, or an explicit opt-out of verification.
-fn bundle_source(args: &Args) -> Result<Option<server::bundle::Source>, String> {
+fn bundle_source(args: &Args) -> Result<Option<BundleSource>, String> {
     let Some(url) = &args.bundle else {
         return Ok(None);
     };
@@ -291,8 +322,8 @@ fn bundle_source(args: &Args) -> Result<Option<server::bundle::Source>, String> 
                 .into(),
         );
     };
-    let key = match &args.verify_key {
-        Some(path) => Some(toolgate_bundle::keys::read_public(path).map_err(|e| e.to_string())?),
+    let verify_key = match &args.verify_key {
+        Some(path) => Some(path.clone()),
         None if args.insecure_unsigned => {
             eprintln!("toolgate: warning: --insecure-unsigned: bundle signatures are not checked");
             None
@@ -302,13 +333,40 @@ fn bundle_source(args: &Args) -> Result<Option<server::bundle::Source>, String> 
                 .into(),
         ),
     };
-    Ok(Some(server::bundle::Source {
+    Ok(Some(BundleSource {
         url: url.clone(),
-        key,
+        verify_key,
         poll: Duration::from_secs(args.poll_s),
         refetch: Duration::from_secs(args.refetch_s),
         scope,
         allow_rollback: args.allow_rollback,
         min_serial: args.min_serial,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    /// The flags' defaults and `Config::new`'s are written twice (clap shows its own in
+    /// `--help`): they must agree, or an embedder's server would differ from `serve`'s.
+    #[test]
+    fn the_flags_defaults_are_the_librarys() {
+        if std::env::var_os("TOOLGATE_ADMIN_TOKEN").is_some()
+            || std::env::var_os("TOOLGATE_STATE").is_some()
+        {
+            return;
+        }
+        let parsed = Serve::try_parse_from(["serve", "policies"]).unwrap();
+        let mut expected = Config::new(PolicySource::Path("policies".into()));
+        expected.reload_on_sighup = true;
+        assert_eq!(config(&parsed.args), expected);
+    }
 }

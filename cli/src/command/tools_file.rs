@@ -7,10 +7,10 @@
 //! classes by `check --tools`, never used to classify.
 
 use super::{display_name, read_input};
-use crate::mcp::json_type as type_name;
 use serde_json::Value;
 use toolgate_engine::{RequestError, ToolDef};
 use toolgate_lang::{SourceFile, Span};
+use toolgate_mcp::json_type as type_name;
 
 /// An executor's tool list with the text it was read from, for located diagnostics.
 pub struct ToolsFile {

@@ -1,14 +1,15 @@
-//! `toolgate mcp`: an MCP proxy that judges every tool call against a policy.
+//! The MCP proxy behind `toolgate mcp`, as a library: an MCP server that judges every tool
+//! call against a policy before an upstream MCP server sees it.
 //!
 //! The proxy is an MCP server to its client (the agent host) and an MCP client to the
 //! upstream server that holds the real tools; both sides are the official Rust SDK (`rmcp`).
-//! It offers only the tools the active stage offers ([`tools`]), and judges each `tools/call`
+//! It offers only the tools the active stage offers (`tools.rs`), and judges each `tools/call`
 //! with [`Policy::decide`](toolgate_engine::Policy::decide) as a one-call batch before it
 //! reaches upstream, through the same [`Judge`] as the coding-agent hooks. A denied call never
 //! leaves the proxy; an allowed one is forwarded and its result returned as it came
-//! ([`upstream`]).
+//! ([`Upstream`]).
 //!
-//! State lives per client connection ([`Session`]): the turn's latches and the calls that ran,
+//! State lives per client connection (`session.rs`): the turn's latches and the calls that ran,
 //! for `called_before`, in the one turn model (`toolgate_turns`). MCP has no user turn, so by
 //! default the turn is the whole connection: once latched, latched until the client
 //! disconnects. A host that knows its turns names them in the request's `_meta` under
@@ -18,12 +19,19 @@
 //!
 //! Like the hooks, a per-call proxy cannot pre-scan a batch: a write judged before a latch
 //! setter of the same model turn was judged unlatched. `docs/agents.md` says so.
+//!
+//! The API: a [`Config`] shared by every connection, a [`Proxy`] per connection (serve it
+//! with `rmcp`, e.g. over stdio), an [`Upstream`], and [`http::serve`] for Streamable HTTP
+//! on `toolgate-server`'s accept loop.
+#![warn(missing_docs)]
 
-pub mod expired;
+mod expired;
 pub mod http;
-pub mod session;
-pub mod tools;
-pub mod upstream;
+mod session;
+mod tools;
+mod upstream;
+
+pub use upstream::{ConnectError, Upstream};
 
 use expired::Expired;
 use rmcp::model::{
@@ -41,7 +49,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use toolgate_engine::{Facts, Policy};
 use toolgate_hooks::{Answer, Event, Judge};
-use upstream::Upstream;
 
 /// The prefix of every `_meta` key toolgate sets or reads; an upstream's result never
 /// carries one through.
@@ -53,8 +60,9 @@ pub const TURN_META_KEY: &str = "io.toolgate/turn";
 /// The result `_meta` key that marks a refusal made by toolgate (its value is `true`).
 pub const DENIED_META_KEY: &str = "io.toolgate/denied";
 
-/// How a denied call is answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// How a denied call is answered (with the `clap` feature, a value of `--deny-as`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum DenyAs {
     /// A normal tool result with `isError: true` whose text is the refusal: the model reads
     /// it and can correct itself (the MCP spec's "tool execution error").

@@ -1,6 +1,11 @@
 //! The one HTTP client setup for outgoing requests (bundle downloads, decision-log
-//! shipping, the MCP proxy's upstream): reqwest with rustls over `ring`.
+//! shipping): reqwest with rustls over `ring`; and the process's TLS provider, which the
+//! turn-state store's TLS and the OTLP exporter need too.
+//!
+//! The client exists with the `bundles` or `shipper` feature, the provider with any feature
+//! that speaks TLS.
 
+#[cfg(any(feature = "bundles", feature = "shipper"))]
 use std::time::Duration;
 
 /// Installs `ring` as the process's TLS crypto provider; reqwest's rustls needs one before
@@ -10,12 +15,14 @@ pub fn install_crypto() {
 }
 
 /// The most redirects one request follows.
+#[cfg(any(feature = "bundles", feature = "shipper"))]
 const MAX_REDIRECTS: usize = 10;
 
 /// The redirect rule: up to [`MAX_REDIRECTS`] hops, and never from `https` to anything else.
 /// A request that started over TLS stays on TLS: a `302` to `http://` (a misconfigured
 /// bucket, or whoever sits on the path) would otherwise fetch a bundle, or send a decision
 /// log, in the clear.
+#[cfg(any(feature = "bundles", feature = "shipper"))]
 fn redirect_policy() -> reqwest::redirect::Policy {
     reqwest::redirect::Policy::custom(|attempt| {
         let downgrade = attempt.url().scheme() != "https"
@@ -35,7 +42,8 @@ fn redirect_policy() -> reqwest::redirect::Policy {
 
 /// A client whose requests give up after `timeout` (connecting within at most five
 /// seconds of it), following at most ten redirects and none from https to http.
-pub fn client(timeout: Duration) -> Result<reqwest::Client, String> {
+#[cfg(any(feature = "bundles", feature = "shipper"))]
+pub fn client(timeout: Duration) -> Result<reqwest::Client, crate::ServerError> {
     install_crypto();
     reqwest::Client::builder()
         .timeout(timeout)
@@ -43,5 +51,19 @@ pub fn client(timeout: Duration) -> Result<reqwest::Client, String> {
         .connect_timeout(timeout.min(Duration::from_secs(5)))
         .user_agent(concat!("toolgate/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| format!("cannot set up the HTTP client: {e}"))
+        .map_err(crate::ServerError::HttpClient)
+}
+
+/// An error with its causes, which reqwest keeps apart (`error sending request: connection
+/// refused`).
+#[cfg(any(feature = "bundles", feature = "shipper"))]
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
 }

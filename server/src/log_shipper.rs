@@ -17,7 +17,10 @@
 //! `result` (the decisions, latch state, policy and revision) and `bundles` (each policy's
 //! revision under its module name).
 
-use super::decision_log::{DecisionLog, Line, LineDecision, LogMode};
+use super::config::LogMode;
+use super::decision_log::{DecisionLog, Format, Line, LineDecision};
+use super::http_client::error_chain;
+use super::ServerError;
 use flate2::write::GzEncoder;
 use serde::Serialize;
 use serde_json::Value;
@@ -87,11 +90,11 @@ pub struct Labels {
     app: &'static str,
 }
 
-/// How entries are written when shipped.
-pub struct Format {
+/// How entries are written when shipped: OPA decision-log events.
+struct OpaEvents {
     labels: Labels,
     /// The shipper's counters.
-    pub stats: Arc<Stats>,
+    stats: Arc<Stats>,
 }
 
 #[derive(Serialize)]
@@ -138,9 +141,14 @@ struct Revision<'a> {
     revision: &'a str,
 }
 
-impl Format {
+impl Format for OpaEvents {
+    /// The shipper's counters in Prometheus text format.
+    fn render_stats(&self) -> String {
+        self.stats.render()
+    }
+
     /// One log entry as an OPA decision-log event.
-    pub fn event(&self, line: &Line<'_>) -> serde_json::Result<String> {
+    fn event(&self, line: &Line<'_>) -> serde_json::Result<String> {
         let args = line.args.as_deref();
         let calls = line
             .decisions
@@ -195,11 +203,11 @@ pub fn start(
     url: String,
     capacity: usize,
     instance: u64,
-) -> Result<(DecisionLog, tokio::task::JoinHandle<()>), String> {
-    let client = crate::http_client::client(POST_TIMEOUT)?;
+) -> Result<(DecisionLog, tokio::task::JoinHandle<()>), ServerError> {
+    let client = super::http_client::client(POST_TIMEOUT)?;
     let (tx, rx) = mpsc::channel::<String>(capacity.max(1));
     let stats = Arc::new(Stats::default());
-    let format = Format {
+    let format = OpaEvents {
         labels: Labels {
             id: format!("{:012x}", instance & 0xffff_ffff_ffff),
             version: env!("CARGO_PKG_VERSION"),
@@ -208,7 +216,10 @@ pub fn start(
         stats: stats.clone(),
     };
     let handle = tokio::spawn(ship(rx, client, url, stats));
-    Ok((DecisionLog::with_format(tx, mode, log_args, format), handle))
+    Ok((
+        DecisionLog::with_format(tx, mode, log_args, Box::new(format)),
+        handle,
+    ))
 }
 
 /// Takes batches off the queue and POSTs them until the queue is closed and empty.
@@ -282,7 +293,7 @@ async fn post(client: &reqwest::Client, url: &str, body: &[u8]) -> Result<(), Re
         .body(body.to_vec())
         .send()
         .await
-        .map_err(|e| Retry::Later(super::bundle::error_chain(&e)))?;
+        .map_err(|e| Retry::Later(error_chain(&e)))?;
     let status = response.status();
     if status.is_success() {
         Ok(())

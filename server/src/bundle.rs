@@ -5,8 +5,11 @@
 //! bound, or failing to compile) leaves the serving set in place, and the refusal shows in
 //! the log, `/v1/policies`, `/health` and `/metrics`.
 
+use super::config::BundleSource;
+use super::http_client::error_chain;
 use super::reload_gate::Source as GateSource;
 use super::state::{AppState, ReloadError};
+use super::ServerError;
 use ed25519_dalek::VerifyingKey;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -15,27 +18,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use toolgate_bundle::{self as bundle, Limits};
 use toolgate_engine::PolicySet;
 use toolgate_loader::log_text::escape;
-
-/// Where bundles come from and how they are checked.
-pub struct Source {
-    /// The bundle's URL (`http://` or `https://`).
-    pub url: String,
-    /// The public key bundles must be signed with; `None` only with `--insecure-unsigned`.
-    pub key: Option<VerifyingKey>,
-    /// How often to poll.
-    pub poll: Duration,
-    /// How often a poll downloads the whole bundle without `If-None-Match`.
-    pub refetch: Duration,
-    /// The scope every bundle's manifest must name (`--scope`).
-    pub scope: String,
-    /// Whether an explicit reload may apply a bundle whose serial is not above the serving
-    /// one (`--allow-rollback`); a poll never does.
-    pub allow_rollback: bool,
-    /// The lowest serial ever applied (`--min-serial`), at startup too, and whatever
-    /// `--allow-rollback` says: what a restarted replica, which knows no serving serial yet,
-    /// still refuses.
-    pub min_serial: u64,
-}
 
 /// What one fetch came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -102,7 +84,9 @@ pub struct Status {
 
 /// The bundle source and its status, held in the server state.
 pub struct Bundle {
-    source: Source,
+    source: BundleSource,
+    /// The key read from `source.verify_key`.
+    key: Option<VerifyingKey>,
     client: reqwest::Client,
     limits: Limits,
     status: Mutex<Status>,
@@ -119,17 +103,24 @@ pub struct Bundle {
 const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Bundle {
-    /// Sets up the HTTP client for `source`.
-    pub fn new(source: Source) -> Result<Bundle, String> {
+    /// Reads the verification key and sets up the HTTP client for `source`.
+    pub fn new(source: BundleSource) -> Result<Bundle, ServerError> {
+        let key = match &source.verify_key {
+            Some(path) => {
+                Some(toolgate_bundle::keys::read_public(path).map_err(ServerError::BundleKey)?)
+            }
+            None => None,
+        };
         let status = Status {
             url: source.url.clone(),
-            verified: source.key.is_some(),
+            verified: key.is_some(),
             scope: source.scope.clone(),
             ..Status::default()
         };
         Ok(Bundle {
-            client: crate::http_client::client(FETCH_TIMEOUT)?,
+            client: super::http_client::client(FETCH_TIMEOUT)?,
             source,
+            key,
             limits: Limits::default(),
             status: Mutex::new(status),
             digest: Mutex::new(None),
@@ -305,7 +296,7 @@ pub async fn reload(
         *d = Some(digest.clone());
     }
     let check = Checks {
-        key: b.source.key,
+        key: b.key,
         limits: b.limits,
         scope: b.source.scope.clone(),
         floor: b.status().serial,
@@ -450,19 +441,6 @@ async fn fetch(b: &Bundle, conditional: bool) -> Result<Fetched, String> {
         body.extend_from_slice(&chunk);
     }
     Ok(Fetched::Body(body, etag))
-}
-
-/// An error with its causes, which reqwest keeps apart (`error sending request: connection
-/// refused`).
-pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 /// Polls the bundle URL every `every`.

@@ -3,10 +3,13 @@
 //!
 //! Every HTTP listener toolgate runs goes through it (the decision server and
 //! `mcp --listen`); what differs is the [`ConnHost`]: where refusals are counted and what a
-//! connection over the cap is told.
+//! connection over the cap is told. A program that embeds the server's router in its own
+//! app may serve it with its own loop; this one is what `run` uses.
+
+pub use super::metrics::Refusal;
 
 use super::api_error::ApiError;
-use super::metrics::Refusal;
+use super::config::HttpLimits;
 use super::state::AppState;
 use axum::http::StatusCode;
 use axum::Router;
@@ -25,30 +28,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::time::{Instant, Sleep};
 use tower::ServiceExt;
-
-/// Timeouts and the connection cap.
-#[derive(Debug, Clone, Copy)]
-pub struct HttpLimits {
-    /// From waiting for a request to its last header byte.
-    pub header_timeout: Duration,
-    /// From the headers to the last body byte.
-    pub body_timeout: Duration,
-    /// A connection with no request in flight and no byte moving is closed after this.
-    pub idle_timeout: Duration,
-    /// Most connections open at once.
-    pub max_connections: usize,
-}
-
-impl Default for HttpLimits {
-    fn default() -> Self {
-        HttpLimits {
-            header_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(5),
-            max_connections: 1024,
-        }
-    }
-}
 
 /// hyper's read buffer, and so the largest request head (431 beyond). hyper's default is
 /// about 400 KiB; no executor needs more than a few hundred bytes of headers.

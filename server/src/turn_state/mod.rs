@@ -13,24 +13,48 @@
 //! `/v1/hooks` sessions ([`HookSessions`]) are kept beside them: in memory, or in the same
 //! shared store, under the same loss detection.
 
+//!
+//! Without the `redis` feature only the memory store exists, and a configuration that names
+//! a shared one is refused at start-up ([`TurnState::open`]).
+
 mod fail_closed;
 mod latches;
+#[cfg(feature = "redis")]
 pub mod redis_store;
+#[cfg(feature = "redis")]
 mod stats;
 
-use redis_store::{HookKey, RedisStore, Reply, SharedHookError};
+use crate::config::RedisConfig;
+#[cfg(not(feature = "redis"))]
+use crate::error::Feature;
+use crate::error::ServerError;
+#[cfg(feature = "redis")]
+use redis_store::{RedisStore, Reply, SharedHookError};
+#[cfg(feature = "redis")]
 use std::sync::Arc;
 use std::time::Instant;
 use toolgate_engine::{Latched, Policy, Response};
 use toolgate_turns::{
-    Carried, MapError, Origin, SessionError, SessionStore, SessionTurns, TurnsMap,
+    Carried, MapError, Origin, SessionError, SessionLimits, SessionStore, SessionTurns, TurnsMap,
 };
+
+/// Names one hook session: the agent, the policy module and the agent's session id.
+#[derive(Debug, Clone, Copy)]
+pub struct HookKey<'a> {
+    /// The agent's name (`claude-code`, ...).
+    pub agent: &'a str,
+    /// The judging policy's module.
+    pub module: &'a str,
+    /// The agent's session id (length-capped by the caller).
+    pub session: &'a str,
+}
 
 /// The store of turn state.
 pub enum TurnState {
     /// This process's memory (`toolgate_turns::SessionStore`), swept by the server.
     Memory(SessionStore),
     /// A Redis or Valkey store shared by replicas.
+    #[cfg(feature = "redis")]
     Redis(Arc<RedisStore>),
 }
 
@@ -43,6 +67,29 @@ pub enum Judged {
 }
 
 impl TurnState {
+    /// The store `shared` names (`--state`), or one in memory; `boot` tells this process's
+    /// writes apart in the shared store. A shared store is refused when its settings cannot
+    /// work (TLS files, URL), or when this build has no `redis` feature; one that is only
+    /// down is not.
+    pub fn open(
+        shared: Option<&RedisConfig>,
+        limits: SessionLimits,
+        boot: u64,
+    ) -> Result<TurnState, ServerError> {
+        let Some(config) = shared else {
+            return Ok(TurnState::Memory(SessionStore::new(limits)));
+        };
+        #[cfg(feature = "redis")]
+        return RedisStore::open(config, limits, boot)
+            .map(|store| TurnState::Redis(Arc::new(store)))
+            .map_err(ServerError::State);
+        #[cfg(not(feature = "redis"))]
+        return {
+            let _ = (config, boot);
+            Err(ServerError::Unsupported(Feature::Redis))
+        };
+    }
+
     /// Judges one batch of `turn` with the state the store holds for it, and records the
     /// latches the batch sets. `decide` judges the batch with the given latch state carried
     /// in (unioned with the request's own), or with none.
@@ -62,6 +109,7 @@ impl TurnState {
                 }
                 Err(e) => return Judged::Refused(e),
             },
+            #[cfg(feature = "redis")]
             TurnState::Redis(store) => {
                 match store.exchange(policy, session, turn, &first.latched).await {
                     Ok(Reply::Carried(carried)) => carried,
@@ -94,6 +142,7 @@ impl TurnState {
     pub async fn peek(&self, policy: &Policy, session: &str, turn: &str, now: Instant) -> Carried {
         match self {
             TurnState::Memory(store) => store.peek(policy, session, turn, now),
+            #[cfg(feature = "redis")]
             TurnState::Redis(store) => store
                 .peek(policy, session, turn)
                 .await
@@ -104,6 +153,7 @@ impl TurnState {
     /// Drops what the in-memory store no longer needs; the shared store's keys expire by
     /// themselves.
     pub fn expire(&self, now: Instant) {
+        #[cfg_attr(not(feature = "redis"), allow(irrefutable_let_patterns))]
         if let TurnState::Memory(store) = self {
             store.expire(now);
         }
@@ -114,6 +164,7 @@ impl TurnState {
     pub fn held(&self) -> (usize, usize) {
         match self {
             TurnState::Memory(store) => (store.len(), store.bytes()),
+            #[cfg(feature = "redis")]
             TurnState::Redis(_) => (0, 0),
         }
     }
@@ -122,6 +173,7 @@ impl TurnState {
     pub async fn health(&self) -> (serde_json::Value, bool) {
         match self {
             TurnState::Memory(_) => (serde_json::json!({"store": "memory", "up": true}), true),
+            #[cfg(feature = "redis")]
             TurnState::Redis(store) => {
                 let up = store.ping().await;
                 (serde_json::json!({"store": "redis", "up": up}), up)
@@ -133,38 +185,26 @@ impl TurnState {
     /// what its persistence means for latches (the server starts either way, and judges
     /// fail-closed until it answers). Refuses a store whose eviction policy can drop
     /// session keys.
-    pub async fn announce(&self) -> Result<(), String> {
-        let TurnState::Redis(store) = self else {
-            return Ok(());
-        };
-        match store.inspect().await {
-            Ok(found) => {
-                if let Some(policy) = &found.evicting {
-                    return Err(redis_store::evicting_error(policy));
-                }
-                // Every slot's marker is read (created, under --state-new) now, not at the
-                // first batch: a replica started later then finds them all.
-                let markers = match store.ensure_checked().await {
-                    Ok(()) => "",
-                    Err(_) => " (its slot markers could not all be read yet: judging fail-closed until they are)",
-                };
-                eprintln!(
-                    "toolgate: turn state in redis (up){markers}; {}",
-                    found.persistence()
-                );
-            }
-            Err(_) => eprintln!(
-                "toolgate: turn state in redis (down: judging fail-closed until it answers and its eviction policy is checked)"
-            ),
+    pub async fn announce(&self) -> Result<(), ServerError> {
+        #[cfg(not(feature = "redis"))]
+        return Ok(());
+        #[cfg(feature = "redis")]
+        {
+            let TurnState::Redis(store) = self else {
+                return Ok(());
+            };
+            store.announce().await.map_err(ServerError::State)
         }
-        Ok(())
     }
 
     /// The store's metrics, appended to `/metrics`.
     pub fn render_metrics(&self, out: &mut String) {
+        #[cfg(feature = "redis")]
         if let TurnState::Redis(store) = self {
             store.stats.render(out);
         }
+        #[cfg(not(feature = "redis"))]
+        let _ = out;
     }
 }
 
@@ -175,6 +215,7 @@ pub enum HookSessions {
     /// Bounded, in this process.
     Memory(TurnsMap),
     /// In the shared store, by compare-and-set ([`RedisStore::with_hook_session`]).
+    #[cfg(feature = "redis")]
     Shared(Arc<RedisStore>),
 }
 
@@ -185,6 +226,7 @@ pub enum HookStateError {
     #[error(transparent)]
     Memory(#[from] MapError),
     /// The shared store could not be read or written.
+    #[cfg(feature = "redis")]
     #[error(transparent)]
     Shared(#[from] SharedHookError),
 }
@@ -194,6 +236,7 @@ impl HookSessions {
     /// is, else `memory`.
     pub fn beside(turns: &TurnState, memory: impl FnOnce() -> TurnsMap) -> Self {
         match turns {
+            #[cfg(feature = "redis")]
             TurnState::Redis(store) => HookSessions::Shared(store.clone()),
             TurnState::Memory(_) => HookSessions::Memory(memory()),
         }
@@ -213,6 +256,7 @@ impl HookSessions {
                 let key = format!("{}\0{}\0{}", key.agent, key.module, key.session);
                 Ok(map.with(&key, now, f)?)
             }
+            #[cfg(feature = "redis")]
             HookSessions::Shared(store) => Ok(store.with_hook_session(key, f).await?),
         }
     }
@@ -220,6 +264,7 @@ impl HookSessions {
     /// Drops idle sessions of the in-memory store; the shared store's keys expire by
     /// themselves.
     pub fn expire(&self, now: Instant) {
+        #[cfg_attr(not(feature = "redis"), allow(irrefutable_let_patterns))]
         if let HookSessions::Memory(map) = self {
             map.expire(now);
         }

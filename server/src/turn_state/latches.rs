@@ -7,9 +7,11 @@
 use toolgate_engine::{LatchState, Latched, Policy};
 
 /// Every latch.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub const ALL: &str = "*";
 
 /// The latches a response reports as set, in the store's form.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub fn encode(policy: &Policy, state: &LatchState) -> String {
     let mut names: Vec<&str> = match state {
         LatchState::Flag(false) => return String::new(),
@@ -30,6 +32,7 @@ pub fn encode(policy: &Policy, state: &LatchState) -> String {
 
 /// The stored latches in `policy`'s names; the first stored name not declared there (a
 /// reload renamed or removed it) as the error: the turn cannot be judged by that policy.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub fn decode(policy: &Policy, stored: &str) -> Result<Latched, Box<str>> {
     match stored {
         "" => Ok(Latched::Flag(false)),

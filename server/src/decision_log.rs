@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use toolgate_engine::{DenyKind, LatchState, Request, Response};
 use toolgate_turns::Origin;
 
+use super::config::LogMode;
 use super::metrics::Metrics;
 
 /// How long the writer lets entries gather before one write: at most this much is in memory
@@ -21,15 +22,13 @@ const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
 /// The most entries in one write.
 const BATCH_LINES: usize = 4096;
 
-/// Which decisions are logged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogMode {
-    /// Every batch.
-    All,
-    /// Only batches with at least one denial.
-    Denials,
-    /// Nothing.
-    Off,
+/// How entries are written when they are not JSON lines: the shipper's OPA events
+/// (`log_shipper.rs`), which implements it, so this module never names the shipper.
+pub trait Format: Send + Sync {
+    /// One log entry as the sink takes it.
+    fn event(&self, line: &Line<'_>) -> serde_json::Result<String>;
+    /// The sink's counters in Prometheus text format.
+    fn render_stats(&self) -> String;
 }
 
 /// One log line, as written.
@@ -82,7 +81,7 @@ pub struct DecisionLog {
     mode: LogMode,
     log_args: bool,
     /// OPA events for `--decision-log-url`; JSON lines when `None`.
-    shipped: Option<super::log_shipper::Format>,
+    shipped: Option<Box<dyn Format>>,
     /// How the writer fares: entries lost to failed writes, and the failure now, if any.
     writes: Arc<Writes>,
 }
@@ -132,11 +131,11 @@ impl DecisionLog {
     pub async fn start(
         mode: LogMode,
         log_args: bool,
-        path: Option<String>,
+        path: Option<&std::path::Path>,
         capacity: usize,
     ) -> std::io::Result<(DecisionLog, tokio::task::JoinHandle<()>)> {
         let (tx, mut rx) = mpsc::channel::<String>(capacity.max(1));
-        let mut sink: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = match &path {
+        let mut sink: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = match path {
             Some(p) => Box::new(
                 tokio::fs::OpenOptions::new()
                     .create(true)
@@ -148,8 +147,11 @@ impl DecisionLog {
         };
         let writes = Arc::new(Writes::default());
         let report = writes.clone();
-        let sink_name = match &path {
-            Some(p) => format!("`{}`", toolgate_loader::log_text::escape(p)),
+        let sink_name = match path {
+            Some(p) => format!(
+                "`{}`",
+                toolgate_loader::log_text::escape(&p.to_string_lossy())
+            ),
             None => "standard output".to_string(),
         };
         let handle = tokio::spawn(async move {
@@ -192,11 +194,12 @@ impl DecisionLog {
     }
 
     /// A log whose entries, written as `format` says, go to `tx` (`--decision-log-url`).
+    #[cfg(feature = "shipper")]
     pub(super) fn with_format(
         tx: mpsc::Sender<String>,
         mode: LogMode,
         log_args: bool,
-        format: super::log_shipper::Format,
+        format: Box<dyn Format>,
     ) -> DecisionLog {
         DecisionLog {
             tx: ArcSwapOption::from((mode != LogMode::Off).then(|| Arc::new(tx))),
@@ -225,7 +228,7 @@ impl DecisionLog {
             self.writes.failures.load(Relaxed)
         );
         if let Some(f) = &self.shipped {
-            out.push_str(&f.stats.render());
+            out.push_str(&f.render_stats());
         }
         out
     }

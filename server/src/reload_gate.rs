@@ -9,6 +9,7 @@
 //! the log, in `/v1/policies` (`pending`, with the diff) and in `/metrics`.
 
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -119,7 +120,7 @@ pub fn set_digest(set: &PolicySet) -> String {
         .map(|p| format!("{}\0{}\n", p.module(), p.revision()))
         .collect();
     lines.sort();
-    toolgate_bundle::sha256_hex(lines.concat().as_bytes())
+    format!("{:x}", Sha256::digest(lines.concat().as_bytes()))
 }
 
 /// How an operator applies a held change: by its digest (a bare explicit reload or SIGHUP
@@ -223,6 +224,7 @@ impl GateState {
 
     /// Adds what the held bundle's manifest says to the pending change, if the bundle held is
     /// still the one with `digest`.
+    #[cfg(feature = "bundles")]
     pub fn describe_pending(&self, digest: &str, manifest: Value) {
         if let Ok(mut p) = self.pending.lock() {
             if let Some(p) = p.as_mut().filter(|p| p.digest.as_deref() == Some(digest)) {

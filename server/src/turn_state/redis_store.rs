@@ -30,10 +30,12 @@
 
 mod hooks;
 
-pub use hooks::{HookKey, SharedHookError};
+pub use hooks::SharedHookError;
 
 use super::latches;
 use super::stats::{Failure, Stats};
+use crate::config::{RedisConfig, StoreTls};
+use crate::error::StateError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
@@ -41,7 +43,7 @@ use redis::{Client, ClientTlsConfig, RedisError, Script, TlsCertificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use toolgate_engine::{LatchState, Policy};
@@ -59,31 +61,6 @@ pub enum Reply {
     TooManyTurns,
 }
 
-/// Where the store is, and how long a round trip may take.
-#[derive(Debug, Clone)]
-pub struct RedisConfig {
-    /// `redis://[:PASSWORD@]HOST:PORT[/DB]`, `rediss://` for TLS, or `unix://PATH`.
-    pub url: String,
-    /// Longest a round trip may take before the batch is judged fail-closed.
-    pub timeout: Duration,
-    /// Prefix of every key toolgate writes, so several fleets can share one store.
-    pub prefix: String,
-    /// TLS material for a `rediss://` store (files, read when the store is opened).
-    pub tls: StoreTls,
-    /// The operator declared the store new (`--state-new`): a store with no marker is taken
-    /// as never used, not as one that lost its data.
-    pub declared_new: bool,
-}
-
-/// Files for TLS to the store: `--state-ca`, and `--state-cert` with `--state-key`.
-#[derive(Debug, Clone, Default)]
-pub struct StoreTls {
-    /// PEM CA certificates that replace the system's trust store.
-    pub ca: Option<PathBuf>,
-    /// PEM client certificate and its private key, for a store that requires one.
-    pub client: Option<(PathBuf, PathBuf)>,
-}
-
 impl StoreTls {
     fn is_empty(&self) -> bool {
         self.ca.is_none() && self.client.is_none()
@@ -91,44 +68,42 @@ impl StoreTls {
 
     /// The client for `url` with this material; a TLS URL without material uses the
     /// system's trust store.
-    fn client(&self, url: &str) -> Result<Client, String> {
+    fn client(&self, url: &str) -> Result<Client, StateError> {
         if !self.tls_url(url)? {
-            return Client::open(url).map_err(|e| e.to_string());
+            return Client::open(url).map_err(StateError::Client);
         }
-        Client::build_with_tls(url, self.certificates()?).map_err(|e| e.to_string())
+        Client::build_with_tls(url, self.certificates()?).map_err(StateError::Client)
     }
 
     /// Whether `url` asks for TLS; refuses TLS material for a plain URL and a `#fragment` on
     /// a TLS one.
-    fn tls_url(&self, url: &str) -> Result<bool, String> {
+    fn tls_url(&self, url: &str) -> Result<bool, StateError> {
         let tls = url.starts_with("rediss:")
             || url.starts_with("valkeys:")
             || url.starts_with("rediss+cluster:")
             || url.starts_with("valkeys+cluster:");
         if !tls {
             if !self.is_empty() {
-                return Err(
-                    "--state-ca, --state-cert and --state-key are for a TLS store: use a rediss:// URL"
-                        .into(),
-                );
+                return Err(StateError::TlsFilesWithoutTls);
             }
             return Ok(false);
         }
         if url.contains('#') {
             // The client reads `#insecure` as "skip verification"; it is refused here, at
             // start-up, rather than as a store that is down at the first connection.
-            return Err(
-                "a rediss:// URL takes no #fragment: the store's certificate is always verified (use --state-ca for a private CA)"
-                    .into(),
-            );
+            return Err(StateError::Fragment);
         }
         Ok(true)
     }
 
     /// The CA and client certificate files, read and checked.
-    fn certificates(&self) -> Result<TlsCertificates, String> {
-        let read = |flag: &str, path: &Path| {
-            std::fs::read(path).map_err(|e| format!("{flag} `{}`: {e}", path.display()))
+    fn certificates(&self) -> Result<TlsCertificates, StateError> {
+        let read = |flag: &'static str, path: &Path| {
+            std::fs::read(path).map_err(|source| StateError::Read {
+                flag,
+                path: path.to_path_buf(),
+                source,
+            })
         };
         let root_cert = self
             .ca
@@ -140,7 +115,7 @@ impl StoreTls {
                 .filter(Result::is_ok)
                 .count();
             if found == 0 {
-                return Err("--state-ca: the file holds no PEM certificate".into());
+                return Err(StateError::NoCertificate { flag: "--state-ca" });
             }
         }
         let client_tls = match &self.client {
@@ -174,7 +149,7 @@ pub const CLUSTER_SCHEMES: [&str; 4] = [
 
 /// The node URLs of a cluster URL (`redis+cluster://[auth@]h1:p1,h2:p2`), each with the
 /// cluster URL's credentials and the plain or TLS scheme; `None` for a URL of one node.
-fn cluster_nodes(url: &str) -> Option<Result<Vec<String>, String>> {
+fn cluster_nodes(url: &str) -> Option<Result<Vec<String>, StateError>> {
     let (scheme, rest) = url.split_once("://")?;
     if !CLUSTER_SCHEMES.contains(&scheme) {
         return None;
@@ -190,9 +165,7 @@ fn cluster_nodes(url: &str) -> Option<Result<Vec<String>, String>> {
     };
     let hosts = hosts.strip_suffix('/').unwrap_or(hosts);
     if hosts.contains('/') {
-        return Some(Err(
-            "a cluster URL names no database: a Redis Cluster has database 0 only".into(),
-        ));
+        return Some(Err(StateError::ClusterDatabase));
     }
     let nodes: Vec<String> = hosts
         .split(',')
@@ -200,7 +173,7 @@ fn cluster_nodes(url: &str) -> Option<Result<Vec<String>, String>> {
         .map(|h| format!("{node_scheme}://{auth}{h}"))
         .collect();
     if nodes.is_empty() {
-        return Some(Err("a cluster URL names at least one HOST:PORT".into()));
+        return Some(Err(StateError::ClusterNodes));
     }
     Some(Ok(nodes))
 }
@@ -366,29 +339,42 @@ fn origin(s: &str) -> Option<Origin> {
 /// Checks at start-up what the TLS library would otherwise refuse only at the first
 /// connection, where it would look like a store that is down: the client certificate must
 /// parse (an X.509 v3 certificate) and match its key.
-fn check_identity(cert_pem: &[u8], key_pem: &[u8]) -> Result<(), String> {
+fn check_identity(cert_pem: &[u8], key_pem: &[u8]) -> Result<(), StateError> {
     let chain = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("--state-cert: not a PEM certificate: {e}"))?;
+        .map_err(|source| StateError::Pem {
+            flag: "--state-cert",
+            what: "certificate",
+            source,
+        })?;
     if chain.is_empty() {
-        return Err("--state-cert: the file holds no PEM certificate".into());
+        return Err(StateError::NoCertificate {
+            flag: "--state-cert",
+        });
     }
-    let key = PrivateKeyDer::from_pem_slice(key_pem)
-        .map_err(|e| format!("--state-key: not a PEM private key: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|source| StateError::Pem {
+        flag: "--state-key",
+        what: "private key",
+        source,
+    })?;
     crate::http_client::install_crypto();
     let provider = rustls::crypto::CryptoProvider::get_default()
         .cloned()
-        .ok_or("no TLS crypto provider is installed")?;
+        .ok_or(StateError::NoCryptoProvider)?;
     CertifiedKey::from_der(chain, key, &provider)
         .map(|_| ())
-        .map_err(|e| format!("--state-cert and --state-key cannot be used: {e} (a client certificate must be X.509 v3 and match its key)"))
+        .map_err(StateError::Identity)
 }
 
 impl RedisStore {
     /// A store at `config.url` (one node, or a cluster for a [`CLUSTER_SCHEMES`] URL).
     /// Connects lazily: a store that is down at start-up makes the server judge fail-closed
     /// until it is up, rather than refuse to start.
-    pub fn open(config: &RedisConfig, limits: SessionLimits, boot: u64) -> Result<Self, String> {
+    pub fn open(
+        config: &RedisConfig,
+        limits: SessionLimits,
+        boot: u64,
+    ) -> Result<Self, StateError> {
         let conn = match cluster_nodes(&config.url) {
             Some(nodes) => {
                 let nodes = nodes?;
@@ -402,7 +388,7 @@ impl RedisStore {
                 if config.tls.tls_url(&config.url)? {
                     builder = builder.certs(config.tls.certificates()?);
                 }
-                let client = builder.build().map_err(|e| e.to_string())?;
+                let client = builder.build().map_err(StateError::Client)?;
                 StoreConnection::Cluster(
                     client.get_pending_async_connection_with_config(
                         redis::cluster::ClusterConfig::new()
@@ -420,7 +406,7 @@ impl RedisStore {
                     .set_max_delay(Duration::from_millis(500));
                 StoreConnection::Single(
                     ConnectionManager::new_lazy_with_config(client, manager)
-                        .map_err(|e| e.to_string())?,
+                        .map_err(StateError::Client)?,
                 )
             }
         };
@@ -658,7 +644,7 @@ impl RedisStore {
                 evicting: Some(policy),
                 ..
             }) => {
-                eprintln!("toolgate: {}", evicting_error(&policy));
+                eprintln!("toolgate: {}", StateError::Evicting(policy));
                 Err(Unavailable)
             }
             Err(Unavailable) => Err(Unavailable),
@@ -726,6 +712,33 @@ impl RedisStore {
         })
     }
 
+    /// Says on standard error whether the store answers and what its persistence means for
+    /// latches ([`super::TurnState::announce`]). Refuses a store whose eviction policy can
+    /// drop session keys.
+    pub async fn announce(&self) -> Result<(), StateError> {
+        match self.inspect().await {
+            Ok(found) => {
+                if let Some(policy) = found.evicting.clone() {
+                    return Err(StateError::Evicting(policy));
+                }
+                // Every slot's marker is read (created, under --state-new) now, not at the
+                // first batch: a replica started later then finds them all.
+                let markers = match self.ensure_checked().await {
+                    Ok(()) => "",
+                    Err(_) => " (its slot markers could not all be read yet: judging fail-closed until they are)",
+                };
+                eprintln!(
+                    "toolgate: turn state in redis (up){markers}; {}",
+                    found.persistence()
+                );
+            }
+            Err(_) => eprintln!(
+                "toolgate: turn state in redis (down: judging fail-closed until it answers and its eviction policy is checked)"
+            ),
+        }
+        Ok(())
+    }
+
     /// Whether the store answers a `PING` within the timeout.
     pub async fn ping(&self) -> bool {
         let started = Instant::now();
@@ -774,13 +787,6 @@ impl Inspection {
             if self.aof { "on" } else { "off" }
         )
     }
-}
-
-/// The refusal of a store whose eviction policy can drop session keys.
-pub fn evicting_error(policy: &str) -> String {
-    format!(
-        "the turn-state store's maxmemory-policy is `{policy}`, which can evict a session's key and with it a latch; set `maxmemory-policy noeviction` (redis.conf or CONFIG SET)"
-    )
 }
 
 /// A turn id as the session string stores it (common.lua): `%`, "\n", "\x01" and "\x02"

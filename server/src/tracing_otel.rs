@@ -12,6 +12,7 @@
 //! attach nothing to their responses.
 
 use super::state::AppState;
+use super::ServerError;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -35,14 +36,16 @@ pub struct Otel {
 impl Otel {
     /// Exports to `endpoint` (the OTLP/HTTP base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT`);
     /// spans go to `endpoint/v1/traces`.
-    pub fn start(endpoint: &str) -> Result<Otel, String> {
+    pub fn start(endpoint: &str) -> Result<Otel, ServerError> {
+        // An https endpoint needs rustls' process-wide provider.
+        super::http_client::install_crypto();
         let url = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_protocol(Protocol::HttpJson)
             .with_endpoint(url)
             .build()
-            .map_err(|e| format!("--otel-endpoint: {e}"))?;
+            .map_err(ServerError::Otel)?;
         let provider = SdkTracerProvider::builder()
             .with_batch_exporter(exporter)
             .with_resource(

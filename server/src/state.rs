@@ -1,7 +1,7 @@
 //! What every handler shares: the policy store, sessions, metrics, the log, the config.
 
 use super::api_error::ApiError;
-use super::conn::HttpLimits;
+use super::config::HttpLimits;
 use super::decision_log::DecisionLog;
 use super::guard::Origins;
 use super::limits::Limits;
@@ -143,6 +143,7 @@ impl AppState {
     /// widening change from an automatic source (the watcher, a bundle poll) is held back.
     /// A set that fails to build, or is held, leaves the old set serving, and is reported.
     /// `source` is how the gate treats it; `digest` names a bundle, shown with a held change.
+    #[cfg(feature = "bundles")]
     pub async fn install<F>(
         self: Arc<Self>,
         trigger: &str,

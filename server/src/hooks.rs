@@ -12,7 +12,7 @@
 //! answered with a denial in the agent's own format.
 
 use super::state::AppState;
-use super::turn_state::redis_store::HookKey;
+use super::turn_state::HookKey;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};

@@ -4,7 +4,7 @@ use super::api_error::ApiError;
 use toolgate_engine::{OfferRequest, Request};
 
 /// Size caps for one request.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest body, in bytes.
     pub body_bytes: usize,

@@ -1,5 +1,5 @@
 //! The process's stop and reload signals, for the two long-running commands (`serve` and
-//! `mcp --listen`).
+//! `mcp --listen`), and for any program that runs the server and wants them handled alike.
 //!
 //! A command installs its handlers before it announces that it listens: a signal sent the
 //! moment a supervisor reads that line then reaches the handler instead of the default
@@ -20,17 +20,28 @@ pub struct Reload {
     hup: tokio::signal::unix::Signal,
 }
 
+/// A signal whose handler could not be installed.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot handle {signal}: {source}")]
+pub struct SignalError {
+    /// The signal (`SIGTERM`, `SIGINT`, `SIGHUP`).
+    pub signal: &'static str,
+    /// Why.
+    #[source]
+    pub source: std::io::Error,
+}
+
 #[cfg(unix)]
 fn handler(
     kind: tokio::signal::unix::SignalKind,
-    name: &str,
-) -> Result<tokio::signal::unix::Signal, String> {
-    tokio::signal::unix::signal(kind).map_err(|e| format!("cannot handle {name}: {e}"))
+    signal: &'static str,
+) -> Result<tokio::signal::unix::Signal, SignalError> {
+    tokio::signal::unix::signal(kind).map_err(|source| SignalError { signal, source })
 }
 
 impl Stop {
     /// Installs the handlers now; an error names the signal that could not be handled.
-    pub fn install() -> Result<Self, String> {
+    pub fn install() -> Result<Self, SignalError> {
         #[cfg(unix)]
         {
             use tokio::signal::unix::SignalKind;
@@ -60,7 +71,7 @@ impl Stop {
 
 impl Reload {
     /// Installs the handler now; `None` where the platform has no SIGHUP.
-    pub fn install() -> Result<Option<Self>, String> {
+    pub fn install() -> Result<Option<Self>, SignalError> {
         #[cfg(unix)]
         {
             let hup = handler(tokio::signal::unix::SignalKind::hangup(), "SIGHUP")?;

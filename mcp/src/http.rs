@@ -10,9 +10,9 @@
 //! Sessions are bounded ([`Listen`]): at most `--max-sessions` at once (a new one past it is
 //! answered with a JSON-RPC error), each closed after `--session-idle` without a request (the
 //! SDK's keep-alive, 300 s by default). A session that ends leaves its latched turns behind
-//! ([`super::expired`]), so re-initialising does not clear a latch.
+//! (`expired.rs`), so re-initialising does not clear a latch.
 //!
-//! Connections are the decision server's: the same accept loop (`server::conn`), with its
+//! Connections are the decision server's: the same accept loop (`toolgate_server::conn`), with its
 //! connection cap (`--max-connections`, a 503 beyond it), header deadline and idle timeout,
 //! and every request body is read whole, up to `--max-body` and within `--body-timeout-ms`
 //! (413 and 408 otherwise, as JSON-RPC errors), before the SDK sees it.
@@ -31,8 +31,6 @@
 use super::expired::Expired;
 use super::upstream::Upstream;
 use super::{Config, Proxy};
-use crate::server::conn::ConnHost;
-use crate::server::{HttpLimits, Refusal};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
@@ -44,6 +42,8 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
+use toolgate_server::conn::{ConnHost, Refusal};
+use toolgate_server::HttpLimits;
 
 /// The path the MCP endpoint is served at.
 pub const PATH: &str = "/mcp";
@@ -90,8 +90,30 @@ impl ConnHost for Connections {
     fn refused(&self, _: Refusal) {}
 }
 
+/// Why the listener could not serve.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The address could not be bound (or its bound address read).
+    #[error("cannot listen on `{addr}`: {source}")]
+    Listen {
+        /// The address asked for.
+        addr: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The stop signals could not be handled.
+    #[error(transparent)]
+    Signal(#[from] toolgate_server::signals::SignalError),
+}
+
 /// Serves MCP over Streamable HTTP on `listen` until SIGINT or SIGTERM.
-pub async fn serve(config: Arc<Config>, upstream: Upstream, listen: &Listen) -> Result<(), String> {
+pub async fn serve(
+    config: Arc<Config>,
+    upstream: Upstream,
+    listen: &Listen,
+) -> Result<(), ServeError> {
     let http_config = StreamableHttpServerConfig::default();
     let shutdown = http_config.cancellation_token.clone();
     let mut manager = LocalSessionManager::default();
@@ -128,16 +150,16 @@ pub async fn serve(config: Arc<Config>, upstream: Upstream, listen: &Listen) -> 
         .nest_service(PATH, service)
         .layer(axum::middleware::from_fn_with_state(gate, admit));
     let addr = &listen.addr;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on `{addr}`: {e}"))?;
-    let local = listener
-        .local_addr()
-        .map_err(|e| format!("cannot listen on `{addr}`: {e}"))?;
+    let cannot = |source| ServeError::Listen {
+        addr: addr.clone(),
+        source,
+    };
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(cannot)?;
+    let local = listener.local_addr().map_err(cannot)?;
     // Handlers go in before the announcement, so a signal sent on reading it is handled.
-    let stop = crate::signals::Stop::install()?;
+    let stop = toolgate_server::signals::Stop::install()?;
     eprintln!("toolgate mcp: serving MCP at http://{local}{PATH}");
-    crate::server::conn::serve(
+    toolgate_server::conn::serve(
         listener,
         router,
         Arc::new(Connections(listen.http)),

@@ -9,6 +9,7 @@
 //! latch set until the user's next explicit turn signal).
 
 use super::{RedisStore, Unavailable};
+use crate::turn_state::HookKey;
 use toolgate_turns::{codec, SessionTurns};
 
 /// Most times one event is judged again because another replica wrote its session first.
@@ -31,17 +32,6 @@ impl From<Unavailable> for SharedHookError {
     fn from(_: Unavailable) -> Self {
         SharedHookError::Unavailable
     }
-}
-
-/// Names one hook session: the agent, the policy module and the agent's session id.
-#[derive(Debug, Clone, Copy)]
-pub struct HookKey<'a> {
-    /// The agent's name (`claude-code`, ...).
-    pub agent: &'a str,
-    /// The judging policy's module.
-    pub module: &'a str,
-    /// The agent's session id (length-capped by the caller).
-    pub session: &'a str,
 }
 
 /// The state the store holds for a session, as `hook.lua` returned it.

@@ -19,7 +19,8 @@ use toolgate_engine::{Decision, DenyKind, Policy, Response};
 /// The `rule` of a `state` denial.
 pub const RULE: &str = "session_state";
 
-/// The refusal of a `state` denial.
+/// The refusal of a `state` denial (only the shared store fails this way).
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub const REFUSAL: &str = "the session state is unavailable, so this call cannot be judged: an earlier call in this turn may have blocked it, and a latch it sets could not be recorded. It did not run; try again shortly, and do not tell the user it ran.";
 
 fn shared(cell: &'static OnceLock<Arc<str>>, text: &str) -> Arc<str> {
@@ -28,6 +29,7 @@ fn shared(cell: &'static OnceLock<Arc<str>>, text: &str) -> Arc<str> {
 
 /// `all` (the batch judged with every latch set) with each call turn state decides denied
 /// as `state`; `own` is the batch judged with only its own latch facts.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub fn relabel(policy: &Policy, own: &Response, mut all: Response) -> Response {
     static REFUSAL_TEXT: OnceLock<Arc<str>> = OnceLock::new();
     for (d, o) in all.decisions.iter_mut().zip(&own.decisions) {

@@ -1,0 +1,121 @@
+//! What stands in for a part this build was compiled without: the same names as the real
+//! module, so the server's code reads the same under every feature set. Each part's
+//! constructor refuses with [`ServerError::Unsupported`] (the configuration asked for what
+//! the build lacks), and its types are uninhabited, so nothing else here can ever run.
+//! The crate root mounts each one under the real module's name when its feature is off.
+
+#[cfg(not(feature = "bundles"))]
+pub mod bundle {
+    //! `bundles` is off: no bundle poller.
+
+    use crate::config::BundleSource;
+    use crate::error::{Feature, ServerError};
+    use crate::state::{AppState, ReloadError};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// The poller that this build lacks.
+    pub enum Bundle {}
+
+    /// What `/v1/policies` and `/health` would show of a bundle.
+    #[derive(Debug, Clone, Default, serde::Serialize)]
+    pub struct Status {
+        /// Why the last bundle was refused.
+        pub error: Option<String>,
+        /// Whether it was downloaded recently.
+        pub fresh: bool,
+    }
+
+    impl Bundle {
+        /// Refuses: this build has no bundle support.
+        pub fn new(_: BundleSource) -> Result<Bundle, ServerError> {
+            Err(ServerError::Unsupported(Feature::Bundles))
+        }
+
+        /// Never called.
+        pub fn poll_every(&self) -> Duration {
+            match *self {}
+        }
+
+        /// Never called.
+        pub fn status(&self) -> Status {
+            match *self {}
+        }
+
+        /// Never called.
+        pub fn render_metrics(&self) -> String {
+            match *self {}
+        }
+    }
+
+    /// Never called with a bundle, which cannot exist.
+    pub async fn reload(
+        state: Arc<AppState>,
+        _: &str,
+        _: Option<String>,
+    ) -> Result<u64, ReloadError> {
+        match state.bundle {
+            Some(ref b) => match *b {},
+            None => Err(ReloadError::Failed("no bundle is configured".into())),
+        }
+    }
+
+    /// Never called.
+    pub async fn poll(_: Arc<AppState>, _: Duration) {}
+}
+
+#[cfg(not(feature = "otel"))]
+pub mod tracing_otel {
+    //! `otel` is off: no spans, and the decision path attaches nothing.
+
+    use crate::error::{Feature, ServerError};
+    use crate::state::AppState;
+    use axum::response::Response;
+    use std::sync::Arc;
+
+    /// The exporter that this build lacks.
+    pub enum Otel {}
+
+    impl Otel {
+        /// Refuses: this build has no OpenTelemetry support.
+        pub fn start(_: &str) -> Result<Otel, ServerError> {
+            Err(ServerError::Unsupported(Feature::Otel))
+        }
+
+        /// Never called.
+        pub fn shutdown(&self) {
+            match *self {}
+        }
+    }
+
+    /// Nothing to attach.
+    pub fn attach(_: &AppState, _: &mut Response, _: &toolgate_engine::Response, _: &str) {}
+
+    /// The routes as they are.
+    pub fn wrap(
+        routes: axum::Router<Arc<AppState>>,
+        _: &Arc<AppState>,
+    ) -> axum::Router<Arc<AppState>> {
+        routes
+    }
+}
+
+#[cfg(not(feature = "shipper"))]
+pub mod log_shipper {
+    //! `shipper` is off: the decision log goes to a file or standard output only.
+
+    use crate::config::LogMode;
+    use crate::decision_log::DecisionLog;
+    use crate::error::{Feature, ServerError};
+
+    /// Refuses: this build has no decision-log shipping.
+    pub fn start(
+        _: LogMode,
+        _: bool,
+        _: String,
+        _: usize,
+        _: u64,
+    ) -> Result<(DecisionLog, tokio::task::JoinHandle<()>), ServerError> {
+        Err(ServerError::Unsupported(Feature::Shipper))
+    }
+}
