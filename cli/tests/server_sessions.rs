@@ -304,7 +304,7 @@ fn reload(s: &Server, source: &str) {
 }
 
 #[test]
-fn a_reload_maps_latch_state_by_name_and_sets_every_latch_when_a_name_is_gone() {
+fn a_reload_maps_latch_state_by_name_and_denies_the_turn_when_a_name_is_gone() {
     let s = start(
         "sess-reload",
         &[("two.gate", TWO_LATCHES)],
@@ -322,16 +322,27 @@ fn a_reload_maps_latch_state_by_name_and_sets_every_latch_when_a_name_is_gone() 
     let v = decide(a, &two_call("t1", "y"));
     assert_eq!(v["decisions"][0]["allow"], true, "{v}");
 
-    // `l1` renamed: the stored `l1` maps to nothing, so every latch is set for the turn.
+    // `l1` renamed: the stored `l1` means nothing to this policy, so no call of the turn can
+    // be judged: every one is denied as `state`, naming the latch.
     reload(&s, "module two\nwrite x, y\ningest a, b\nstage main { tools [a, b, x, y] }\nlatch first { set_by [a] blocks [x] }\nlatch l2 { set_by [b] blocks [y] }\n");
-    for tool in ["x", "y", "x"] {
+    for tool in ["x", "y", "b", "x"] {
         let v = decide(a, &two_call("t1", tool));
-        assert_eq!(v["decisions"][0]["kind"], "latch", "{tool}: {v}");
+        assert_eq!(v["decisions"][0]["kind"], "state", "{tool}: {v}");
+        assert!(
+            v["decisions"][0]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("latch `l1`"),
+            "{tool}: {v}"
+        );
     }
-    // Even after a reload that brings the old name back, for the rest of that turn.
+    // A reload that brings the old name back judges the turn with its own latches again:
+    // `l1`, and `l2`, which the denied `b` set (a setter latches whether or not it runs).
     reload(&s, TWO_LATCHES);
+    let v = decide(a, &two_call("t1", "x"));
+    assert_eq!(v["decisions"][0]["rule"], "l1", "{v}");
     let v = decide(a, &two_call("t1", "y"));
-    assert_eq!(v["decisions"][0]["kind"], "latch", "{v}");
+    assert_eq!(v["decisions"][0]["rule"], "l2", "{v}");
     // A new turn is fresh.
     let v = decide(a, &two_call("t2", "y"));
     assert_eq!(v["decisions"][0]["allow"], true, "{v}");
@@ -340,7 +351,7 @@ fn a_reload_maps_latch_state_by_name_and_sets_every_latch_when_a_name_is_gone() 
     decide(a, &two_call("t3", "a"));
     reload(&s, "module two\nwrite x, y\ningest a, b\nstage main { tools [a, b, x, y] }\nlatch l2 { set_by [b] blocks [y] }\n");
     let v = decide(a, &two_call("t3", "y"));
-    assert_eq!(v["decisions"][0]["kind"], "latch", "{v}");
+    assert_eq!(v["decisions"][0]["kind"], "state", "{v}");
 
     // A latch state stored unset for a removed name does not over-deny: `t4` set nothing.
     reload(&s, TWO_LATCHES);
