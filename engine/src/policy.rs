@@ -237,12 +237,13 @@ impl Policy {
             .map(|(_, l)| &*l.name)
     }
 
-    /// What makes a call of `tool` ask a person (or more), one line each, sorted: `latch NAME`
-    /// for a latch that `asks` for it or blocks it (a block holds a call back further than an
-    /// ask; which of the two a set latch does is compared exactly by the diff's enumeration), `rule NAME: CONDITION` (a disjunct of the rule's compiled
-    /// `ask when`s, as debug text) for each of its rules that has them. Two policies with the same lines ask alike;
-    /// the change gate (`toolgate-prove`'s diff) treats any line OLD has and NEW lacks as a
-    /// possible widening.
+    /// What makes a call of `tool` ask a person, one line each, sorted: `latch NAME` for a
+    /// latch that `asks` for it (when the tool has rules: without any, the diff's enumeration
+    /// of latch states sees every latch ask exactly), `rule NAME: CONDITION` (a disjunct of
+    /// the rule's compiled `ask when`s, as debug text) for each of its rules that has them.
+    /// Two policies with the same lines ask alike; the change gate (`toolgate-prove`'s diff)
+    /// treats any line OLD has and NEW lacks as a possible widening, so a renamed latch that
+    /// asks for a tool with rules is held for review.
     #[doc(hidden)]
     pub fn ask_lines(&self, tool: &str) -> Vec<String> {
         let Some(id) = self.tool_id(tool) else {
@@ -253,7 +254,9 @@ impl Policy {
             .latches
             .iter()
             .enumerate()
-            .filter(|(i, _)| (info.asked_by | info.blocked_by) & (1 << i) != 0)
+            // A tool without rules asks through a latch exactly where the diff's enumeration
+            // of latch states shows it; only behind rules can a latch's ask hide from it.
+            .filter(|(i, _)| !info.rules.is_empty() && info.asked_by & (1 << i) != 0)
             .map(|(_, l)| format!("latch {}", l.name))
             .collect();
         // A rule asks when any disjunct of its `ask when`s holds, so each disjunct is a line:

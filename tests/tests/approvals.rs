@@ -365,6 +365,19 @@ fn the_change_gate_counts_deny_to_ask_and_ask_to_allow_as_widenings() {
 }
 
 #[test]
+fn the_change_gate_holds_a_latch_ask_dropped_behind_rules() {
+    // `refund` has rules that deny every call without arguments, so the enumeration alone
+    // cannot see the latch's ask go.
+    let asking = REFUNDS.replace("asks [look]", "asks [look, refund]");
+    let d = gate(&asking, REFUNDS);
+    assert!(
+        d.widenings.iter().any(|w| w.tool == "refund")
+            || d.undecided.iter().any(|u| u.tool == "refund"),
+        "{d:?}"
+    );
+}
+
+#[test]
 fn the_change_gate_counts_a_new_ask_as_a_narrowing_only() {
     let more = REFUNDS.replace(
         "  ask when args.amount > 50\n",
