@@ -143,6 +143,10 @@ struct Batch<'a> {
     facts: FactsRef<'a>,
     /// The request's session and turn, which an approval is bound to.
     ids: Ids<'a>,
+    /// The approvals calls of this batch have used so far: an approval lets one call run,
+    /// so a second call with the same digest in the batch asks again. Empty (no allocation)
+    /// unless an approval is used.
+    used: std::cell::RefCell<Vec<crate::approval::Raw>>,
 }
 
 /// A request's `session` and `turn` fields.
@@ -489,6 +493,7 @@ impl Policy {
             latched,
             facts,
             ids,
+            used: Default::default(),
         };
         let mut memo = Memo::new();
         for (slot, call) in out.iter_mut().zip(calls) {
@@ -794,10 +799,15 @@ impl Policy {
         batch: &Batch<'_>,
         trace: &mut T,
     ) -> Outcome {
-        let approved = batch.facts.has_approvals()
-            && batch
-                .facts
-                .approves(&self.asked(by, call, batch.ids).digest());
+        let approved = batch.facts.has_approvals() && {
+            let digest = self.asked(by, call, batch.ids).digest();
+            let mut used = batch.used.borrow_mut();
+            let fresh = batch.facts.approves(&digest) && !used.contains(&digest);
+            if fresh {
+                used.push(digest);
+            }
+            fresh
+        };
         if T::ON {
             let (latch, rule) = match by {
                 Asker::Latch(l) => (Some(usize::from(l)), None),

@@ -230,13 +230,14 @@ impl Expander<'_> {
             let (what, span) = match item {
                 Item::Class(c) => ("classifies tools", c.class.span),
                 Item::Stage(s) => ("declares a stage", s.name.span),
+                Item::Approvals(a) => ("sets how long approvals last", a.span),
                 _ => continue,
             };
             self.diags.push(
                 Diagnostic::error(u.span, format!("module `{}` {what}", module.name))
                     .with_label("imported here")
                     .with_note(span, "here")
-                    .with_help("classes and stages belong to the importing policy; a module brings only latches, host lists, rules and invariants"),
+                    .with_help("classes, stages and `approvals` belong to the importing policy; a module brings only latches, host lists, rules and invariants"),
             );
         }
         let mut items = self.items(parsed.items, &module.name, depth + 1);
@@ -308,6 +309,7 @@ fn item_name(item: &Item) -> Option<&str> {
         | Item::Class(_)
         | Item::Stage(_)
         | Item::Detokenise(_)
-        | Item::SanitiseOutput(_) => None,
+        | Item::SanitiseOutput(_)
+        | Item::Approvals(_) => None,
     }
 }

@@ -47,6 +47,8 @@ pub(crate) struct Cold {
     pub(crate) syntax: toolgate_lang::ast::Policy,
     /// The invariants written in the policy itself.
     pub(crate) invariants: crate::invariant::Invariants,
+    /// How long an approval may be used once given (`approvals { valid_for .. }`).
+    pub(crate) approval_window: std::time::Duration,
 }
 
 /// What the engine knows about one classified tool.
@@ -145,6 +147,19 @@ impl Policy {
     /// The content hash of the source, reported in every response.
     pub fn revision(&self) -> &str {
         &self.revision
+    }
+
+    /// How long a person's approval of one of this policy's asks may be used once given:
+    /// the policy's `approvals { valid_for .. }`, ten minutes when it sets none. The engine
+    /// reads no clock: whoever keeps approvals (the server, the adapters' `Turn`) drops an
+    /// approval older than this before it reaches `facts.approvals`.
+    pub fn approval_window(&self) -> std::time::Duration {
+        self.cold.approval_window
+    }
+
+    /// Whether some latch or rule of this policy can ask a person (`asks`, `ask when`).
+    pub fn may_ask(&self) -> bool {
+        self.tools.iter().any(|t| t.may_ask)
     }
 
     /// Warnings found while compiling (the policy compiled regardless).

@@ -50,6 +50,59 @@ pub enum Item {
     Detokenise(DetokeniseDecl),
     /// `sanitise_output SELECTORS`: tools whose output must be re-sanitised (ingest always is).
     SanitiseOutput(SanitiseDecl),
+    /// `approvals { valid_for DURATION }`: how long an ask's approval may be used.
+    Approvals(ApprovalsDecl),
+}
+
+/// `approvals { valid_for 10m }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalsDecl {
+    /// `valid_for`: how long an approval may be used once a person gave it, as written.
+    pub valid_for: Option<Spanned<Duration>>,
+    /// The whole declaration.
+    pub span: Span,
+}
+
+/// A duration as written: a count of seconds, minutes or hours (`30s`, `10m`, `24h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Duration {
+    /// The count as written.
+    pub count: u64,
+    /// The unit as written.
+    pub unit: DurationUnit,
+}
+
+/// The unit of a [`Duration`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DurationUnit {
+    /// `s`.
+    Seconds,
+    /// `m`.
+    Minutes,
+    /// `h`.
+    Hours,
+}
+
+impl Duration {
+    /// The duration in seconds, or `None` past `u64`.
+    pub fn seconds(self) -> Option<u64> {
+        self.count.checked_mul(match self.unit {
+            DurationUnit::Seconds => 1,
+            DurationUnit::Minutes => 60,
+            DurationUnit::Hours => 3600,
+        })
+    }
+}
+
+impl std::fmt::Display for Duration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let unit = match self.unit {
+            DurationUnit::Seconds => "s",
+            DurationUnit::Minutes => "m",
+            DurationUnit::Hours => "h",
+        };
+        write!(f, "{}{unit}", self.count)
+    }
 }
 
 /// `detokenise send_referral { args [args.nhs_number: NHS_NUMBER] }`.

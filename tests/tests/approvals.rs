@@ -221,6 +221,74 @@ fn in_a_batch_each_call_needs_its_own_approval() {
 }
 
 #[test]
+fn one_approval_lets_one_call_of_a_batch_run_even_when_two_are_identical() {
+    let p = compile(REFUNDS);
+    let calls = [
+        ("refund", json!({"amount": 99})),
+        ("refund", json!({"amount": 99})),
+    ];
+    let first = judge(&p, json!({}), &calls);
+    let digest = asks(&first[0], "refunds");
+    assert_eq!(asks(&first[1], "refunds"), digest);
+    let again = judge(&p, json!({"approvals": [digest.clone()]}), &calls);
+    assert!(again[0].allow, "{:?}", again[0]);
+    assert_eq!(again[0].approval.as_deref(), Some(digest.as_str()));
+    assert_eq!(asks(&again[1], "refunds"), digest);
+    // Giving the same approval twice is still one approval.
+    let twice = judge(&p, json!({"approvals": [digest.clone(), digest]}), &calls);
+    assert!(twice[0].allow);
+    asks(&twice[1], "refunds");
+}
+
+#[test]
+fn an_approval_window_is_ten_minutes_unless_the_policy_sets_one() {
+    assert_eq!(
+        compile(REFUNDS).approval_window(),
+        std::time::Duration::from_secs(600)
+    );
+    for (written, secs) in [("30s", 30), ("5m", 300), ("2h", 7200), ("24h", 86_400)] {
+        let p = compile(&format!("{REFUNDS}approvals {{ valid_for {written} }}\n"));
+        assert_eq!(p.approval_window().as_secs(), secs, "{written}");
+    }
+    // A block without `valid_for` keeps the default.
+    let p = compile(&format!("{REFUNDS}approvals {{}}\n"));
+    assert_eq!(p.approval_window().as_secs(), 600);
+}
+
+#[test]
+fn an_approval_window_outside_a_second_to_a_day_or_given_twice_is_refused() {
+    for (bad, says) in [
+        ("approvals { valid_for 0s }", "cannot stay valid for 0s"),
+        ("approvals { valid_for 25h }", "cannot stay valid for 25h"),
+        (
+            "approvals { valid_for 99999999999999999999s }",
+            "this duration is too long",
+        ),
+        (
+            "approvals { valid_for 5m valid_for 6m }",
+            "`valid_for` is given twice",
+        ),
+        (
+            "approvals { valid_for 5m }\napprovals { valid_for 6m }",
+            "`approvals` is declared twice",
+        ),
+        ("approvals { valid_for 10 }", "duration"),
+    ] {
+        let e = toolgate_tests::compile_err(&format!("{REFUNDS}{bad}\n"));
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn fmt_lays_out_an_approvals_block() {
+    let messy = format!("{REFUNDS}approvals {{   valid_for   5m }}\n");
+    let out = toolgate_lang::format_source("m.gate", &messy).unwrap();
+    assert!(out.contains("approvals {\n  valid_for 5m\n}\n"), "{out}");
+    assert_eq!(toolgate_lang::format_source("m.gate", &out).unwrap(), out);
+    assert_eq!(compile(&out).approval_window().as_secs(), 300);
+}
+
+#[test]
 fn a_malformed_approval_is_a_request_error_with_its_path() {
     for bad in [
         json!(["yes"]),

@@ -195,7 +195,11 @@ impl Compiler {
                         tools[t.index()].sanitise_output = true;
                     }
                 }
-                Item::Class(_) | Item::Hosts(_) | Item::Invariant(_) | Item::Use(_) => {}
+                Item::Class(_)
+                | Item::Hosts(_)
+                | Item::Invariant(_)
+                | Item::Use(_)
+                | Item::Approvals(_) => {}
             }
         }
 
@@ -220,7 +224,9 @@ impl Compiler {
         {
             rule.memo = slots.next();
         }
+        let approval_window = self.approval_window(ast);
         Some(Parts {
+            approval_window,
             tool_index: self.tool_index.clone(),
             tools,
             stage_index,

@@ -26,6 +26,7 @@ use toolgate_lang::ast::{
 };
 use toolgate_lang::{Diagnostic, SourceFile, Span};
 
+mod approvals;
 mod checks;
 mod declarations;
 mod invariants;
@@ -108,6 +109,7 @@ struct Parts {
     latches: Vec<LatchInfo>,
     rules: Vec<RuleInfo>,
     host_lists: Vec<HostList>,
+    approval_window: std::time::Duration,
 }
 
 impl Parts {
@@ -149,6 +151,7 @@ impl Parts {
                 source,
                 syntax: ast.clone(),
                 invariants: Default::default(),
+                approval_window: self.approval_window,
             }),
         }
     }

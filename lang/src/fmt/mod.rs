@@ -193,9 +193,11 @@ impl Layout<'_> {
                 }
                 Rule::class_decl => self.class_decl(part.clone(), widths[i], next),
                 Rule::use_decl => self.use_decl(part.clone(), next),
-                Rule::stage_decl | Rule::latch_decl | Rule::hosts_decl | Rule::rule_decl => {
-                    self.block(part.clone(), next)
-                }
+                Rule::stage_decl
+                | Rule::latch_decl
+                | Rule::hosts_decl
+                | Rule::rule_decl
+                | Rule::approvals_decl => self.block(part.clone(), next),
                 Rule::detokenise_decl => self.detokenise(part.clone(), next),
                 _ => {
                     let r = Range {
@@ -248,7 +250,7 @@ impl Layout<'_> {
         self.p.line(0, &line, r, true);
     }
 
-    /// A `stage`, `latch`, `hosts` or `rule` block.
+    /// A `stage`, `latch`, `hosts`, `rule` or (nameless) `approvals` block.
     fn block(&mut self, p: Pair<'_, Rule>, next: usize) {
         let item_start = start(&p);
         let close = end(&p, &self.p) - 1;
@@ -256,11 +258,16 @@ impl Layout<'_> {
             Rule::stage_decl => "stage",
             Rule::latch_decl => "latch",
             Rule::hosts_decl => "hosts",
+            Rule::approvals_decl => "approvals",
             _ => "rule",
         };
         let mut inner = p.into_inner();
-        let name = inner.next().map(|n| text(&n)).unwrap_or_default();
-        let head = format!("{keyword} {name}");
+        let head = if keyword == "approvals" {
+            keyword.to_string()
+        } else {
+            let name = inner.next().map(|n| text(&n)).unwrap_or_default();
+            format!("{keyword} {name}")
+        };
         let mut targets = None;
         if keyword == "rule" {
             targets = inner.next();
@@ -400,9 +407,15 @@ impl Layout<'_> {
                     self.selectors(1, kw, sel, "", r);
                 }
             }
-            Rule::max_turns | Rule::refusal | Rule::on_missing | Rule::userinfo | Rule::idn => {
+            Rule::max_turns
+            | Rule::refusal
+            | Rule::on_missing
+            | Rule::userinfo
+            | Rule::idn
+            | Rule::valid_for => {
                 let kw = match rule {
                     Rule::max_turns => "max_turns",
+                    Rule::valid_for => "valid_for",
                     Rule::refusal => "refusal",
                     Rule::userinfo => "userinfo",
                     Rule::idn => "idn",

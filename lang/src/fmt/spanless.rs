@@ -99,6 +99,12 @@ fn erase_policy(p: &mut Policy) {
                 d.span = Span::default();
                 d.targets.iter_mut().for_each(selector);
             }
+            Item::Approvals(d) => {
+                d.span = Span::default();
+                if let Some(v) = &mut d.valid_for {
+                    v.span = Span::default();
+                }
+            }
             Item::Invariant(i) => {
                 i.span = Span::default();
                 ident(&mut i.name);

@@ -96,8 +96,46 @@ impl Builder {
                 let targets = self.selectors(p.into_inner().next());
                 Item::SanitiseOutput(SanitiseDecl { targets, span })
             }
+            Rule::approvals_decl => Item::Approvals(self.approvals_decl(p)),
             _ => return None,
         })
+    }
+
+    pub(super) fn approvals_decl(&mut self, p: Pair<'_, Rule>) -> ApprovalsDecl {
+        let span = self.span(&p);
+        let mut valid_for: Option<Spanned<Duration>> = None;
+        for entry in p.into_inner() {
+            if entry.as_rule() != Rule::valid_for {
+                continue;
+            }
+            if valid_for.is_some() {
+                self.duplicate("valid_for", self.span(&entry));
+            }
+            let Some(d) = entry.into_inner().next() else {
+                continue;
+            };
+            let text = d.as_str();
+            let (digits, unit) = text.split_at(text.len() - 1);
+            let unit = match unit {
+                "s" => DurationUnit::Seconds,
+                "m" => DurationUnit::Minutes,
+                _ => DurationUnit::Hours,
+            };
+            // The grammar admits digits only; a count past u64 is refused where it is.
+            match digits.parse::<u64>() {
+                Ok(count) => {
+                    valid_for = Some(Spanned {
+                        node: Duration { count, unit },
+                        span: self.span(&d),
+                    })
+                }
+                Err(_) => self.errors.push(
+                    Diagnostic::error(self.span(&d), "this duration is too long")
+                        .with_help("write it in a larger unit (`s`, `m` or `h`)"),
+                ),
+            }
+        }
+        ApprovalsDecl { valid_for, span }
     }
 
     pub(super) fn use_decl(&mut self, p: Pair<'_, Rule>) -> UseDecl {

@@ -39,6 +39,7 @@ pub(super) const ITEM_KEYWORDS: &[&str] = &[
     "invariants",
     "detokenise",
     "sanitise_output",
+    "approvals",
 ];
 
 /// pest's error-detail switch is one process-wide flag, read once when a parse starts. It is
