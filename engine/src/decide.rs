@@ -283,6 +283,27 @@ impl ReadRequest<'_> {
         self.view.facts.messages.as_ref().map(|m| m.rows.len())
     }
 
+    /// The arguments of the batch's call at `index`, if there is one.
+    pub fn call_args(&self, index: usize) -> Option<&serde_json::Value> {
+        self.view.calls.get(index).map(|c| &c.args)
+    }
+
+    /// Whether the request itself carries `facts.approvals` (non-empty).
+    pub fn has_approvals(&self) -> bool {
+        self.view
+            .facts
+            .approvals
+            .as_ref()
+            .is_some_and(|a| !a.is_empty())
+    }
+
+    /// Replaces `facts.approvals` with `approvals`: the approvals a keeper (the server) holds
+    /// for the request's session. Each must have a digest's shape
+    /// ([`crate::is_approval_digest`]); one that has not approves nothing.
+    pub fn grant(&mut self, approvals: &[String]) {
+        self.view.facts.approvals = Some(approvals.iter().map(|a| a.clone().into()).collect());
+    }
+
     /// Unions `carried` (a session's latch state) into the request's `latched` fact: a latch
     /// set in either is set, exactly as [`Latched::or`] does for an owned request. Call it
     /// after [`Policy::read_json`] has checked the request's own latch names, so carried

@@ -61,6 +61,24 @@ pub struct Config {
     /// Reload on SIGHUP, as an explicit reload (`toolgate serve` does). Default `false`: a
     /// library does not take over the process's signals unless asked.
     pub reload_on_sighup: bool,
+    /// What an ask does when nobody answers it (`--ask`). Default: it is a denial until a
+    /// person approves it through `POST /v1/approvals`.
+    pub ask: AskMode,
+    /// The bearer token of `/v1/approvals` (`--approver-token`), besides the admin token:
+    /// who may approve need not be who may reload.
+    pub approver_token: Option<String>,
+}
+
+/// What the server does with a call that asks a person (`--ask`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AskMode {
+    /// An ask is a denial until a person approves the call (`POST /v1/approvals`).
+    #[default]
+    Deny,
+    /// For agents with nobody to ask: every ask is allowed, and the decision log marks the
+    /// call `headless`.
+    AllowLogged,
 }
 
 impl Config {
@@ -88,6 +106,8 @@ impl Config {
             otel_endpoint: None,
             widening: Widening::default(),
             reload_on_sighup: false,
+            ask: AskMode::Deny,
+            approver_token: None,
         }
     }
 }

@@ -29,6 +29,41 @@ pub trait Format: Send + Sync {
     fn event(&self, line: &Line<'_>) -> serde_json::Result<String>;
     /// The sink's counters in Prometheus text format.
     fn render_stats(&self) -> String;
+    /// A person's answer to an ask as the sink takes it; a JSON line unless the sink says
+    /// otherwise.
+    fn answer(&self, line: &AnswerLine<'_>) -> serde_json::Result<String> {
+        serde_json::to_string(line)
+    }
+}
+
+/// The log line of a person's answer to an ask (`POST /v1/approvals`).
+#[derive(Serialize)]
+pub struct AnswerLine<'a> {
+    /// Always `approval`: what tells this line from a decision's.
+    pub event: &'static str,
+    /// The digest answered.
+    pub approval: &'a str,
+    /// Whether the call was approved.
+    pub granted: bool,
+    /// Who answered, as the approver said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approver: Option<&'a str>,
+    /// The session, turn, call, tool and rule of the ask.
+    pub session: &'a str,
+    /// See `session`.
+    pub turn: Option<&'a str>,
+    /// See `session`.
+    pub call_id: &'a str,
+    /// See `session`.
+    pub tool: &'a str,
+    /// See `session`.
+    pub rule: &'a str,
+    /// The policy that asked.
+    pub policy: &'a str,
+    /// See `policy`.
+    pub revision: &'a str,
+    /// When it was answered, in Unix milliseconds.
+    pub ts_ms: u128,
 }
 
 /// One log line, as written.
@@ -53,6 +88,12 @@ pub(super) struct Line<'a> {
 #[derive(Serialize)]
 pub(super) struct LineDecision<'a> {
     pub(super) allow: bool,
+    /// On an ask, the digest asked for; on an allow, the approval it used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) approval: Option<&'a str>,
+    /// An ask let run by `--ask allow-logged`, with nobody asked.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(super) headless: bool,
     pub(super) id: &'a str,
     pub(super) kind: Option<DenyKind>,
     pub(super) rule: Option<&'a str>,
@@ -73,6 +114,8 @@ pub struct Entry<'a> {
     pub response: &'a Response,
     /// Where the server's latch state came from, for session requests.
     pub session_state: Option<Origin>,
+    /// Whether `--ask allow-logged` let this batch's asks run.
+    pub headless: bool,
 }
 
 /// The sending side of the log, shared by the handlers.
@@ -251,6 +294,7 @@ impl DecisionLog {
             request,
             response,
             session_state,
+            headless,
         } = entry;
         let guard = self.tx.load();
         let Some(tx) = guard.as_ref() else { return };
@@ -272,6 +316,8 @@ impl DecisionLog {
                 .iter()
                 .map(|d| LineDecision {
                     allow: d.allow,
+                    approval: d.approval.as_deref(),
+                    headless: headless && d.allow && d.approval.is_some(),
                     id: &d.id,
                     kind: d.kind,
                     rule: d.rule.as_deref(),
@@ -296,6 +342,41 @@ impl DecisionLog {
             return;
         };
         if tx.try_send(entry).is_err() {
+            metrics.log_dropped.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Queues the log line of a person's answer to an ask. Written whatever the log mode
+    /// but off: an approval is an audit event.
+    pub fn record_answer(
+        &self,
+        session: &str,
+        answered: &crate::approvals::Answered,
+        approver: Option<&str>,
+        metrics: &Metrics,
+    ) {
+        let guard = self.tx.load();
+        let Some(tx) = guard.as_ref() else { return };
+        let ask = &answered.ask;
+        let line = AnswerLine {
+            event: "approval",
+            approval: &answered.approval,
+            granted: answered.granted,
+            approver,
+            session,
+            turn: ask.turn.as_deref(),
+            call_id: &ask.call_id,
+            tool: &ask.tool,
+            rule: &ask.rule,
+            policy: &ask.policy,
+            revision: &ask.revision,
+            ts_ms: crate::state::now_ms(),
+        };
+        let entry = match &self.shipped {
+            Some(format) => format.answer(&line),
+            None => serde_json::to_string(&line),
+        };
+        if entry.map_or(true, |entry| tx.try_send(entry).is_err()) {
             metrics.log_dropped.fetch_add(1, Relaxed);
         }
     }

@@ -160,8 +160,14 @@ pub async fn hook(
         Ok(handled) => {
             let mut reply = answer(agent, &handled.answer);
             if let Some(response) = &handled.response {
-                let id =
-                    state.recorded(started, response, None, (Some(session), event.turn()), None);
+                let id = state.recorded(
+                    started,
+                    response,
+                    None,
+                    (Some(session), event.turn()),
+                    None,
+                    false,
+                );
                 super::tracing_otel::attach(&state, &mut reply, response, &id);
             }
             reply

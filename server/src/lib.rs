@@ -65,6 +65,7 @@
 #![warn(missing_docs)]
 
 mod api_error;
+mod approvals;
 mod config;
 mod decision_log;
 mod error;
@@ -107,8 +108,8 @@ pub mod conn;
 pub mod signals;
 
 pub use config::{
-    BundleSource, Config, HttpLimits, LogConfig, LogMode, LogSink, PolicySource, RedisConfig,
-    StoreTls,
+    AskMode, BundleSource, Config, HttpLimits, LogConfig, LogMode, LogSink, PolicySource,
+    RedisConfig, StoreTls,
 };
 pub use error::{Feature, ServerError, StateError};
 pub use limits::Limits;

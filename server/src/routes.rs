@@ -1,6 +1,7 @@
 //! The HTTP handlers.
 
 use super::api_error::ApiError;
+use super::approvals::batch::Keeper;
 use super::decision_log::Entry;
 use super::metrics::Gauges;
 use super::state::{AppState, ReloadError};
@@ -88,6 +89,16 @@ pub async fn offer(
         facts.latched = facts.latched.or(&carried.latched);
     }
     Ok(Json(policy.offer(&facts, &request.tools)).into_response())
+}
+
+/// A request that carries `facts.approvals` to the server: refused, since the server keeps
+/// approvals itself and lets each be used once.
+fn carried_approvals() -> ApiError {
+    ApiError::bad_request(
+        "schema",
+        "the server keeps approvals itself: a person records one with `POST /v1/approvals`, and the session's next batch uses it; a request may not carry `facts.approvals`",
+        Some("facts.approvals".into()),
+    )
 }
 
 fn schema_error(e: RequestError) -> ApiError {
@@ -295,7 +306,10 @@ pub async fn health(State(state): Shared) -> Response {
     let (turn_state, up) = state.sessions.health().await;
     let last = state.last_attempt.lock().map(|g| g.clone()).unwrap_or(None);
     let status = if up { "ok" } else { "degraded" };
-    let mut body = json!({"status": status, "policies": set.len(), "generation": set.generation(), "state": turn_state});
+    let (sessions, waiting, approved) = state.approvals.held();
+    let approvals =
+        json!({"ask": state.ask, "sessions": sessions, "waiting": waiting, "approved": approved});
+    let mut body = json!({"status": status, "policies": set.len(), "generation": set.generation(), "state": turn_state, "approvals": approvals});
     if let Some(b) = &state.bundle {
         let status = b.status();
         if !status.fresh {
@@ -557,27 +571,57 @@ impl AppState {
         policy
             .check_facts(&request.facts)
             .map_err(|e| self.client_error(schema_error(e)))?;
-        let (response, origin) = match self.session_turn(&request.session, &request.turn)? {
-            None => (policy.decide(&request), None),
+        if request
+            .facts
+            .approvals
+            .as_ref()
+            .is_some_and(|a| !a.is_empty())
+        {
+            return Err(self.client_error(carried_approvals()));
+        }
+        let ids = self.session_turn(&request.session, &request.turn)?;
+        let mut keeper = Keeper::new(
+            &self.approvals,
+            self.ask,
+            ids.as_ref().map(|(s, _)| s.as_str()),
+            started,
+        );
+        let mut decide = |request: &mut Request| {
+            let first = policy.decide(request);
+            match keeper.again(&first) {
+                None => first,
+                Some(approvals) => {
+                    request.facts.approvals = Some(approvals);
+                    policy.decide(request)
+                }
+            }
+        };
+        let (response, origin) = match &ids {
+            None => (decide(&mut request), None),
             Some((s, t)) => {
                 let judged = self
                     .sessions
-                    .judge(policy, (&s, &t), started, |carried| {
+                    .judge(policy, (s, t), started, |carried| {
                         if let Some(c) = carried {
                             request.facts.latched = request.facts.latched.or(c);
                         }
-                        policy.decide(&request)
+                        decide(&mut request)
                     })
                     .await;
                 self.with_state(judged)?
             }
         };
+        let headless = keeper.headless();
+        keeper.finish(policy, &response, request.turn.as_deref(), |i| {
+            request.calls.get(i).map(|c| &c.args)
+        });
         let id = self.recorded(
             started,
             &response,
             origin,
             (request.session.as_deref(), request.turn.as_deref()),
             Some(&request),
+            headless,
         );
         Ok((response, origin, id))
     }
@@ -612,8 +656,11 @@ impl AppState {
             }
         };
         // Checks the module the request names and its own latch names, before any session
-        // state is carried in.
+        // state is carried in. A request carrying approvals is refused on the strict path.
         let mut request = policy.read_json(text)?;
+        if request.has_approvals() {
+            return None;
+        }
         self.limits
             .check_counts(request.calls(), request.messages())
             .ok()?;
@@ -631,8 +678,24 @@ impl AppState {
             (true, Some(s), Some(t)) => Some((s.to_owned(), t.to_owned())),
             _ => None,
         };
+        let mut keeper = Keeper::new(
+            &self.approvals,
+            self.ask,
+            session.as_ref().map(|(s, _)| s.as_str()),
+            started,
+        );
+        let mut decide = |request: &mut toolgate_engine::ReadRequest<'_>| {
+            let first = policy.decide_read(request);
+            match keeper.again(&first) {
+                None => first,
+                Some(approvals) => {
+                    request.grant(&approvals);
+                    policy.decide_read(request)
+                }
+            }
+        };
         let (response, origin) = match &session {
-            None => (policy.decide_read(&request), None),
+            None => (decide(&mut request), None),
             Some((s, t)) => {
                 let judged = self
                     .sessions
@@ -640,7 +703,7 @@ impl AppState {
                         if let Some(c) = carried {
                             request.carry(c);
                         }
-                        policy.decide_read(&request)
+                        decide(&mut request)
                     })
                     .await;
                 match self.with_state(judged) {
@@ -653,7 +716,9 @@ impl AppState {
             .as_ref()
             .map(|(s, t)| (s.as_str(), t.as_str()))
             .unzip();
-        let id = self.recorded(started, &response, origin, (s, t), None);
+        let headless = keeper.headless();
+        keeper.finish(policy, &response, t, |i| request.call_args(i));
+        let id = self.recorded(started, &response, origin, (s, t), None, headless);
         Some(Ok((response, origin, id)))
     }
 
@@ -676,6 +741,7 @@ impl AppState {
         origin: Option<Origin>,
         (session, turn): (Option<&str>, Option<&str>),
         request: Option<&Request>,
+        headless: bool,
     ) -> String {
         let id = self.next_decision_id();
         self.metrics
@@ -693,6 +759,7 @@ impl AppState {
                 request,
                 response,
                 session_state: origin,
+                headless,
             },
             &self.metrics,
         );

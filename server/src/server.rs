@@ -7,7 +7,9 @@ use super::decision_log::DecisionLog;
 use super::error::{Feature, ServerError};
 use super::state::{self, AppState};
 use super::turn_state::{HookSessions, TurnState};
-use super::{bundle, conn, guard, hooks, loader, log_shipper, reload_gate, routes, tracing_otel};
+use super::{
+    approvals, bundle, conn, guard, hooks, loader, log_shipper, reload_gate, routes, tracing_otel,
+};
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
 use axum::routing::{get, post};
@@ -95,6 +97,9 @@ impl Server {
                 .as_deref()
                 .map(tracing_otel::Otel::start)
                 .transpose()?,
+            approvals: Default::default(),
+            ask: config.ask,
+            approver_token: config.approver_token.filter(|t| !t.is_empty()),
         });
         // A failed first load still starts the server: /health says 503 until a reload works.
         let _ = state.clone().reload("startup", None).await;
@@ -163,6 +168,10 @@ pub fn router(server: &Server) -> Router {
         .route("/v1/check", post(routes::check))
         .route("/v1/reload", post(routes::reload))
         .route("/v1/policies", get(routes::policies))
+        .route(
+            "/v1/approvals",
+            get(approvals::routes::waiting).post(approvals::routes::answer_ask),
+        )
         .route("/health", get(routes::health))
         .route("/metrics", get(routes::metrics));
     #[cfg(feature = "playground")]
@@ -258,6 +267,7 @@ async fn sweep(state: Arc<AppState>, ttl: Duration) {
         let now = Instant::now();
         state.sessions.expire(now);
         state.hook_sessions.expire(now);
+        state.approvals.expire(now);
     }
 }
 

@@ -61,9 +61,16 @@ pub struct AppState {
     pub bundle: Option<super::bundle::Bundle>,
     /// Decision spans exported over OTLP (`--otel-endpoint`).
     pub otel: Option<super::tracing_otel::Otel>,
+    /// The asks waiting for a person and the approvals given (`/v1/approvals`).
+    pub approvals: super::approvals::Approvals,
+    /// What an ask does when nobody answers it (`--ask`).
+    pub ask: super::config::AskMode,
+    /// The bearer token of `/v1/approvals` besides the admin token (`--approver-token`).
+    pub approver_token: Option<String>,
 }
 
-fn now_ms() -> u128 {
+/// The wall clock in Unix milliseconds (0 before 1970).
+pub(crate) fn now_ms() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis())
@@ -100,6 +107,29 @@ impl AppState {
                 StatusCode::FORBIDDEN,
                 "admin endpoints are disabled when listening beyond loopback without --admin-token",
             )),
+        }
+    }
+
+    /// Checks the bearer token of `/v1/approvals`: the approver token or the admin token.
+    /// With neither set, approvals are answered on loopback only.
+    pub fn approver(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        let Some(approver) = &self.approver_token else {
+            return self.admin(headers);
+        };
+        let given = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if constant_time_eq(given.as_bytes(), approver.as_bytes())
+            || self.admin_token.is_some() && self.admin(headers).is_ok()
+        {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(
+                StatusCode::UNAUTHORIZED,
+                "approvals: send `Authorization: Bearer TOKEN` with the approver or admin token",
+            ))
         }
     }
 

@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 use toolgate_server::{
-    BundleSource, Config, Limits, LogMode, LogSink, PolicySource, RedisConfig, SessionLimits,
-    StoreTls, Widening,
+    AskMode, BundleSource, Config, Limits, LogMode, LogSink, PolicySource, RedisConfig,
+    SessionLimits, StoreTls, Widening,
 };
 
 /// Arguments of `toolgate serve`.
@@ -166,6 +166,24 @@ pub struct Args {
     /// PEM private key of --state-cert.
     #[arg(long, value_name = "FILE", requires = "state_cert")]
     state_key: Option<std::path::PathBuf>,
+    /// What a call that asks a person does: `deny` (the default) until a person approves it
+    /// with `POST /v1/approvals`; `allow-logged`, for agents with nobody to ask, lets it run
+    /// and marks it `headless` in the decision log. Reported in /health.
+    #[arg(long, value_enum, default_value = "deny")]
+    ask: AskArg,
+    /// Bearer token for /v1/approvals besides the admin token (also
+    /// TOOLGATE_APPROVER_TOKEN): who may approve a call need not be who may reload.
+    #[arg(long, env = "TOOLGATE_APPROVER_TOKEN", hide_env_values = true)]
+    approver_token: Option<String>,
+}
+
+/// `--ask`: what a call that asks a person does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum AskArg {
+    /// A denial until a person approves it.
+    Deny,
+    /// Allowed, and logged as `headless`.
+    AllowLogged,
 }
 
 /// `--log`: which decisions to log.
@@ -262,6 +280,11 @@ pub fn config(args: &Args) -> Config {
     config.otel_endpoint = args.otel_endpoint.clone();
     config.poll = Duration::from_millis(args.poll_ms);
     config.admin_token = args.admin_token.clone().filter(|t| !t.is_empty());
+    config.approver_token = args.approver_token.clone().filter(|t| !t.is_empty());
+    config.ask = match args.ask {
+        AskArg::Deny => AskMode::Deny,
+        AskArg::AllowLogged => AskMode::AllowLogged,
+    };
     config.default_policy = args.default_policy.clone();
     config.state = args.state.as_ref().map(|url| RedisConfig {
         url: url.clone(),
