@@ -509,6 +509,16 @@ pub fn diff(old: &Policy, new: &Policy, config: &Config) -> PolicyDiff {
             .data_widenings
             .extend(entail::data_widenings(new, old, tool));
     }
+    // A longer approval window lets one approval run its call later: a widening, for a
+    // policy that can ask at all.
+    let (was, now) = (old.approval_window(), new.approval_window());
+    if now > was && new.may_ask() {
+        result.data_widenings.push(format!(
+            "an approval stays valid for {}s (was {}s): `approvals {{ valid_for .. }}`",
+            now.as_secs(),
+            was.as_secs()
+        ));
+    }
 
     // Stage points: (stage fact, stage_turns, declared in old, declared in new, words).
     let declared: BTreeSet<String> = old.stages().chain(new.stages()).map(String::from).collect();

@@ -7,7 +7,6 @@ use serde::Serialize;
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use toolgate_engine::{DenyKind, LatchState, Request, Response};
@@ -301,10 +300,7 @@ impl DecisionLog {
         if self.mode == LogMode::Denials && response.decisions.iter().all(|d| d.allow) {
             return;
         }
-        let ts_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0);
+        let ts_ms = crate::clock::now_ms();
         // Serialised straight from the response: no JSON tree is built for the entry. The
         // fields are in the order the tree's sorted map wrote them before.
         let with_request = request.filter(|_| self.log_args);
@@ -370,7 +366,7 @@ impl DecisionLog {
             rule: &ask.rule,
             policy: &ask.policy,
             revision: &ask.revision,
-            ts_ms: crate::state::now_ms(),
+            ts_ms: crate::clock::now_ms(),
         };
         let entry = match &self.shipped {
             Some(format) => format.answer(&line),

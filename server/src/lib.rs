@@ -66,6 +66,8 @@
 
 mod api_error;
 mod approvals;
+mod approvals_routes;
+mod clock;
 mod config;
 mod decision_log;
 mod error;

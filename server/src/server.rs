@@ -8,7 +8,8 @@ use super::error::{Feature, ServerError};
 use super::state::{self, AppState};
 use super::turn_state::{HookSessions, TurnState};
 use super::{
-    approvals, bundle, conn, guard, hooks, loader, log_shipper, reload_gate, routes, tracing_otel,
+    approvals_routes, bundle, conn, guard, hooks, loader, log_shipper, reload_gate, routes,
+    tracing_otel,
 };
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
@@ -170,7 +171,7 @@ pub fn router(server: &Server) -> Router {
         .route("/v1/policies", get(routes::policies))
         .route(
             "/v1/approvals",
-            get(approvals::routes::waiting).post(approvals::routes::answer_ask),
+            get(approvals_routes::waiting).post(approvals_routes::answer_ask),
         )
         .route("/health", get(routes::health))
         .route("/metrics", get(routes::metrics));

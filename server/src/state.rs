@@ -13,7 +13,6 @@ use axum::http::{HeaderMap, StatusCode};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 use toolgate_engine::{PolicySet, PolicyStore};
 
 /// Shared server state.
@@ -69,13 +68,7 @@ pub struct AppState {
     pub approver_token: Option<String>,
 }
 
-/// The wall clock in Unix milliseconds (0 before 1970).
-pub(crate) fn now_ms() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0)
-}
+use crate::clock::now_ms;
 
 impl AppState {
     /// A unique id for a decision: process prefix and a counter.

@@ -289,6 +289,16 @@ fn fmt_lays_out_an_approvals_block() {
 }
 
 #[test]
+fn the_change_gate_counts_a_longer_approval_window_as_a_widening() {
+    let longer = format!("{REFUNDS}approvals {{ valid_for 1h }}\n");
+    let d = gate(REFUNDS, &longer);
+    assert_eq!(d.data_widenings.len(), 1, "{d:?}");
+    assert!(d.data_widenings[0].contains("3600s (was 600s)"), "{d:?}");
+    // Shorter narrows nothing the gate holds.
+    assert!(gate(&longer, REFUNDS).data_widenings.is_empty());
+}
+
+#[test]
 fn a_malformed_approval_is_a_request_error_with_its_path() {
     for bad in [
         json!(["yes"]),

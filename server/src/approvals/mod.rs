@@ -14,7 +14,6 @@
 //! every approval, which denies.
 
 pub(crate) mod batch;
-pub(crate) mod routes;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -163,7 +162,7 @@ impl Approvals {
                 turn: ask.turn,
                 policy: ask.policy,
                 revision: ask.revision,
-                asked_at_ms: crate::state::now_ms(),
+                asked_at_ms: crate::clock::now_ms(),
                 window: ask.window,
                 expires: now + ask.window,
                 bytes,

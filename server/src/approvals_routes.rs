@@ -2,8 +2,8 @@
 //! `POST /v1/approvals` (a person's answer to one). Both need the approver token
 //! (`--approver-token`) or the admin token; with neither set they answer on loopback only.
 
-use super::Pending;
 use crate::api_error::ApiError;
+use crate::approvals::Pending;
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};

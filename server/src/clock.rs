@@ -1,0 +1,11 @@
+//! The wall clock as logs and answers write it.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The wall clock in Unix milliseconds (0 before 1970).
+pub(crate) fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
