@@ -134,6 +134,14 @@ export declare class Policy {
   /** The warnings it compiled with. */
   readonly warnings: DiagnosticInfo[];
   /**
+   * How long a person's approval of one of its asks may be used once given, in ms: the
+   * policy's `approvals { valid_for .. }`, ten minutes (600000) when it sets none. The engine
+   * reads no clock; a `Turn` drops an approval older than this before judging.
+   */
+  readonly approvalWindowMs: number;
+  /** Whether some latch or rule of the policy can ask a person (`asks`, `ask when`). */
+  readonly mayAsk: boolean;
+  /**
    * Judges a batch, given as an object or as JSON text (a key given twice in the text is
    * refused). Throws RequestError only for a request that cannot be judged.
    */

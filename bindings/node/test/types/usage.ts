@@ -21,6 +21,7 @@ const text: string = policy.decideText({ calls: [] });
 const offered: string[] = policy.offer({ tools: [{ name: 't' }] }).tools.map((t) => t.name);
 const steps = policy.explain({ calls: [] })[0].steps.map((s) => s.check);
 const meta: [string, string, number] = [policy.name, policy.revision, policy.warnings.length];
+const asking: [number, boolean] = [policy.approvalWindowMs, policy.mayAsk];
 
 try {
   compile('');
@@ -61,4 +62,4 @@ void client.callTool({ name: 't', arguments: {} });
 void client.callTools([{ name: 't', arguments: {} }]);
 void client.listTools();
 
-export { reason, fromText, text, offered, steps, meta, decisions, denied, judged, kept, latches, ages, batchVerdict, kinds };
+export { asking, reason, fromText, text, offered, steps, meta, decisions, denied, judged, kept, latches, ages, batchVerdict, kinds };
