@@ -33,6 +33,11 @@ try {
 const turn = new Turn(policy, { stage: 's' });
 const decisions: Decision[] = turn.decide([{ id: 'a', tool: 't', args: {} }]);
 turn.record('t', true);
+const timed = new Turn(policy, { stage: 's', approvals: [] }, { clock: () => performance.now() });
+const asked: Decision = timed.decide([{ id: 'a', tool: 't', args: {} }], { spend: false })[0];
+if (asked.kind === 'ask' && asked.approval) timed.approve(asked.approval);
+const live: string[] = timed.approvals;
+const withdrawn: boolean = timed.reject('ap1:00');
 const state = new TurnState();
 state.signal(policy, 'msg-1');
 const judged: Response = state.judge(policy, { calls: [] }, 'msg-1', 'm1');
@@ -62,4 +67,4 @@ void client.callTool({ name: 't', arguments: {} });
 void client.callTools([{ name: 't', arguments: {} }]);
 void client.listTools();
 
-export { asking, reason, fromText, text, offered, steps, meta, decisions, denied, judged, kept, latches, ages, batchVerdict, kinds };
+export { asking, live, withdrawn, reason, fromText, text, offered, steps, meta, decisions, denied, judged, kept, latches, ages, batchVerdict, kinds };
