@@ -4,9 +4,9 @@
 // skipLibCheck (needed for the SDKs' own declarations) leaves unchecked here.
 import { compile, load, CompileError, RequestError, Turn, TurnState, TurnError, type Decision, type LatchState, type Response } from 'toolgate';
 import { Turn as AdapterTurn } from 'toolgate/adapters/turn';
-import { guardTools, toolgateMiddleware, ToolDenied } from 'toolgate/adapters/ai-sdk';
+import { guardTools, toolgateMiddleware, ToolDenied, answerApprovals, askOf } from 'toolgate/adapters/ai-sdk';
 import { guardClient } from 'toolgate/adapters/mcp';
-import { generateText, tool, wrapLanguageModel } from 'ai';
+import { generateText, tool, wrapLanguageModel, type ModelMessage } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { z } from 'zod';
@@ -60,6 +60,14 @@ const tools = guardTools(turn, {
 });
 const model = wrapLanguageModel({ model: new MockLanguageModelV3(), middleware: toolgateMiddleware(turn) });
 void generateText({ model, tools, prompt: 'p' });
+void (async () => {
+  const result = await generateText({ model, tools, prompt: 'p' });
+  const reply = await answerApprovals(turn, result.content, async ({ decision, toolCall }) =>
+    decision?.kind === 'ask' && toolCall.toolName === 't' ? true : { approved: false, reason: 'no' });
+  const messages: ModelMessage[] = [...result.response.messages, ...(reply ? [reply] : [])];
+  const pending: Decision | null = askOf(turn, 'c1');
+  return [messages, pending];
+})();
 const denied = new ToolDenied(first);
 
 const client = guardClient(new Client({ name: 'c', version: '1' }), turn);
