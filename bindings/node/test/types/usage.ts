@@ -9,6 +9,7 @@ import { guardClient } from 'toolgate/adapters/mcp';
 import { generateText, tool, wrapLanguageModel, type ModelMessage } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { ElicitRequest, ElicitResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 
 const policy = compile('module m', 'm.gate');
@@ -74,5 +75,12 @@ const client = guardClient(new Client({ name: 'c', version: '1' }), turn);
 void client.callTool({ name: 't', arguments: {} });
 void client.callTools([{ name: 't', arguments: {} }]);
 void client.listTools();
+// An approver is an elicitation UI: it takes the SDK's ElicitRequest and answers an ElicitResult.
+const elicit = async (request: ElicitRequest): Promise<ElicitResult> =>
+  request.params.message.length > 0 ? { action: 'accept', content: { approve: true } } : { action: 'decline' };
+const asking2 = guardClient(new Client({ name: 'c', version: '1' }), turn, {
+  approver: (request, { decision, tool: name }) => (decision.kind === 'ask' && name === 't' ? elicit(request) : undefined),
+});
+void asking2.callTool({ name: 't', arguments: {} });
 
 export { asking, live, withdrawn, reason, fromText, text, offered, steps, meta, decisions, denied, judged, kept, latches, ages, batchVerdict, kinds };
