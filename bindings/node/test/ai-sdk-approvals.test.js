@@ -4,7 +4,7 @@
 // against the real `ai` package; only the model is the SDK's mock.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { generateText, tool, wrapLanguageModel, stepCountIs } = require('ai');
+const { generateText, streamText, tool, wrapLanguageModel, stepCountIs, simulateReadableStream } = require('ai');
 const { MockLanguageModelV3 } = require('ai/test');
 const { z } = require('zod');
 const { compile, Turn } = require('..');
@@ -197,4 +197,36 @@ test('an approver that fails or answers anything but yes is a no', async () => {
   const reply = await answerApprovals(turn, first.content, async () => { throw new Error('ui gone'); });
   assert.equal(reply.content[0].approved, false);
   assert.match(reply.content[0].reason, /ui gone/);
+});
+
+test('streamText: an ask is an approval request in the stream; the approved call then runs once', async () => {
+  const turn = new Turn(refunds, { stage: 'main' });
+  const ran = [];
+  let step = 0;
+  const base = new MockLanguageModelV3({
+    doStream: async () => {
+      const chunks = step++ === 0
+        ? [{ type: 'tool-call', toolCallId: 'c1', toolName: 'refund', input: '{"amount":100}' }]
+        : [{ type: 'text-start', id: 't' }, { type: 'text-delta', id: 't', delta: 'done' }, { type: 'text-end', id: 't' }];
+      return {
+        stream: simulateReadableStream({
+          chunks: [{ type: 'stream-start', warnings: [] }, ...chunks,
+            { type: 'finish', finishReason: { unified: step === 1 ? 'tool-calls' : 'stop', raw: undefined }, usage }],
+        }),
+      };
+    },
+  });
+  const model = wrapLanguageModel({ model: base, middleware: toolgateMiddleware(turn) });
+  const tools = guardTools(turn, refundTools(ran));
+  const messages = [{ role: 'user', content: 'refund 100' }];
+  const first = streamText({ model, tools, messages, stopWhen: stepCountIs(3) });
+  const parts = [];
+  for await (const part of first.fullStream) parts.push(part);
+  assert.deepEqual(ran, []);
+  const asked = parts.filter((p) => p.type === 'tool-approval-request');
+  assert.equal(asked.length, 1);
+  const reply = await answerApprovals(turn, asked, scripted([true]));
+  const second = streamText({ model, tools, messages: [...messages, ...(await first.response).messages, reply], stopWhen: stepCountIs(3) });
+  assert.equal(await second.text, 'done');
+  assert.deepEqual(ran, [100]);
 });
