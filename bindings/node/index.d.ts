@@ -134,6 +134,14 @@ export declare class Policy {
   /** The warnings it compiled with. */
   readonly warnings: DiagnosticInfo[];
   /**
+   * How long a person's approval of one of its asks may be used once given, in ms: the
+   * policy's `approvals { valid_for .. }`, ten minutes (600000) when it sets none. The engine
+   * reads no clock; a `Turn` drops an approval older than this before judging.
+   */
+  readonly approvalWindowMs: number;
+  /** Whether some latch or rule of the policy can ask a person (`asks`, `ask when`). */
+  readonly mayAsk: boolean;
+  /**
    * Judges a batch, given as an object or as JSON text (a key given twice in the text is
    * refused). Throws RequestError only for a request that cannot be judged.
    */
@@ -245,10 +253,16 @@ export interface TurnOptions {
   state?: TurnState;
   /** The turn's id in the session: the framework's turn id (default: a new one). */
   id?: string;
+  /**
+   * The monotonic clock approvals are timed by, in milliseconds (default
+   * `performance.now`). Tests inject their own to expire an approval.
+   */
+  clock?: () => number;
 }
 
 /**
- * One user turn of a session (`TurnState`): judge its calls through it and record what ran.
+ * One user turn of a session (`TurnState`): judge its calls through it, record what ran, and
+ * keep the approvals a person gave for its asks.
  * `new Turn(policy, facts)` is a session of its own (a new user message: no latch);
  * `new Turn(policy, facts, { state, id })` is turn `id` of `state`, latches and all when the
  * session knows the id.
@@ -264,8 +278,23 @@ export declare class Turn {
   readonly called: CalledEntry[];
   /** The facts a request of this turn carries now (the session's calls dated). */
   currentFacts(): Facts;
-  /** Judges the calls together and records their latches; `batch` keeps the verdicts. */
-  decide(calls: Call[], options?: { batch?: string }): Decision[];
+  /**
+   * Judges the calls together and records their latches; `batch` keeps the verdicts. The
+   * live approvals go in `facts.approvals`; one a decision allowed a call with is used up,
+   * unless `spend` is false (a judgement no call runs on; the call that runs is judged again).
+   */
+  decide(calls: Call[], options?: { batch?: string; spend?: boolean }): Decision[];
+  /**
+   * Records a person's approval of the call whose ask carried `digest` (the decision's
+   * `approval`), timed by the Turn's clock: the next judgement of exactly that call allows
+   * it, once, while the approval is younger than `policy.approvalWindowMs`. A new turn (or a
+   * Turn made again for the same id) starts with none. Throws TypeError for a non-digest.
+   */
+  approve(digest: string): void;
+  /** Withdraws an approval before it is used; true when there was one. */
+  reject(digest: string): boolean;
+  /** The live approvals (given, unused, younger than the window), oldest first. */
+  readonly approvals: string[];
   /** Judges one call with the turn's state so far. */
   decideOne(call: Call): Decision;
   /** The verdict the model message `batch` (default: the last) kept for this very call, once; else null. */

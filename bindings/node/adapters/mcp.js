@@ -14,6 +14,25 @@
 // blocks every write in it, whatever the order), use `callTools([params, ...])`: it judges
 // the batch first, then sends the allowed calls one after another, in order.
 //
+// An ask (a call the policy lets run only once a person approves it) goes to the approver
+// given as `guardClient(client, turn, { approver })`. It is modelled on MCP elicitation, the
+// protocol's way to put a question to the user: the approver is handed an `ElicitRequest`
+// (`elicitation/create`, form mode, one required boolean `approve`) and answers an
+// `ElicitResult`; only `{ action: "accept", content: { approve: true } }` is a yes. So the
+// form UI a client already has for servers' elicitations can answer it. It is not sent over
+// MCP: elicitation is a request from a server to its client, and the guard is the client
+// side, with no server to ask; nor can the guard call the handler a client registered for
+// `elicitation/create` (the SDK offers no public way to), so the app passes it as the
+// approver. Its second argument is toolgate's context (`tool`, `arguments`, `decision`), not
+// the SDK's request-handler extra.
+//
+// A yes records the approval in the turn (timed when the answer comes) and judges the call
+// again: exactly that call, while the approval is live, is allowed, uses the approval up and
+// is sent. A no, any other answer, or an approver that throws is a refusal the caller gets
+// as the tool error result. Without an approver an ask is a denial carrying the ask's reason
+// (fails closed), with its `approval` digest in `structuredContent.toolgate` for an executor
+// that asks a person its own way and calls `turn.approve(digest)` before the model retries.
+//
 // No import of the SDK: `client` is any object with the SDK Client's `callTool`.
 'use strict';
 
@@ -46,8 +65,78 @@ function toCall(params) {
   return { id: `mcp-${++nextId}`, tool: params.name, args: params.arguments ?? {} };
 }
 
-function guardClient(client, turn) {
+/** The question an ask puts to the approver: an MCP `ElicitRequest` in form mode. */
+function elicitation(params, decision) {
+  let args;
+  try {
+    args = JSON.stringify(params.arguments ?? {});
+  } catch {
+    args = '(arguments that are not JSON)';
+  }
+  const by = decision.rule ? ` \`${decision.rule}\` asks for a person's approval.` : '';
+  return {
+    method: 'elicitation/create',
+    params: {
+      mode: 'form',
+      message: `Allow the tool call \`${params.name}\` with arguments ${args}?${by}`,
+      requestedSchema: {
+        type: 'object',
+        properties: {
+          approve: {
+            type: 'boolean',
+            title: 'Approve this call',
+            description: 'Lets exactly this call run once; the same call again asks again.',
+            default: false,
+          },
+        },
+        required: ['approve'],
+      },
+    },
+  };
+}
+
+/** Whether an approver's answer is a yes: an accepted elicitation with `approve: true`. */
+function accepted(answer) {
+  return answer !== null && typeof answer === 'object' && answer.action === 'accept' &&
+    answer.content !== null && typeof answer.content === 'object' && answer.content.approve === true;
+}
+
+function declined(decision, why) {
+  return {
+    ...decision,
+    reason: `The user declined this call of \`${decision.tool}\`${why ? ` (${why})` : ''}; it has NOT run. ` +
+      'Do not call it again with these arguments unless the user asks for it.',
+  };
+}
+
+/**
+ * @param client the SDK's Client (or anything with its `callTool`)
+ * @param turn the Turn the calls are judged by
+ * @param options `approver(request, context)`: asked about each ask (see the file's notes).
+ */
+function guardClient(client, turn, options = {}) {
+  const { approver } = options || {};
+  if (approver !== undefined && approver !== null && typeof approver !== 'function') {
+    throw new TypeError('guardClient: approver is a function answering an ElicitResult');
+  }
+  /** The decision an ask comes to once the approver answered; any other decision as it is. */
+  async function settle(params, decision) {
+    if (decision.kind !== 'ask' || typeof decision.approval !== 'string' || !approver) return decision;
+    let answer;
+    try {
+      answer = await approver(elicitation(params, decision), { tool: params.name, arguments: params.arguments ?? {}, decision: { ...decision } });
+    } catch (e) {
+      return declined(decision, `the approval failed: ${e && e.message ? e.message : String(e)}`);
+    }
+    if (!accepted(answer)) return declined(decision, answer && typeof answer.action === 'string' ? answer.action : undefined);
+    turn.approve(decision.approval);
+    const again = judged(turn, [toCall(params)])[0];
+    // An approval the new judgement did not use (the policy changed meanwhile) is withdrawn.
+    if (!(again.allow && again.approval === decision.approval)) turn.reject(decision.approval);
+    return again;
+  }
   async function send(params, decision, rest) {
+    decision = await settle(params, decision);
     if (!decision.allow) return refusal(decision);
     let ok = false;
     try {
@@ -63,7 +152,10 @@ function guardClient(client, turn) {
     async callTool(params, ...rest) {
       return send(params, judged(turn, [toCall(params)])[0], rest);
     },
-    /** Judges `batch` together, then sends the allowed calls in order; results in order. */
+    /**
+     * Judges `batch` together, then, in order, asks the approver about each ask and sends the
+     * allowed calls; results in order.
+     */
     async callTools(batch, ...rest) {
       const decisions = judged(turn, batch.map(toCall));
       const results = [];

@@ -23,15 +23,37 @@
 //   `batchDecision` answers a call from them only if it is that very call (same message,
 //   call id, tool, arguments, turn and policy revision), only once, and only while no latch
 //   of the session changed since.
+// - A Turn keeps a person's approvals (`approve(digest)`): an ask's digest, stamped with a
+//   monotonic clock (`performance.now()`, or `options.clock` in tests). Every judgement
+//   carries the live ones in `facts.approvals`; one older than the policy's window
+//   (`policy.approvalWindowMs`) is dropped first, and one a decision allowed a call with is
+//   removed (single use; `spend: false` judges without using one, for a pre-scan that runs
+//   nothing). They belong to this Turn object: a new turn, or a Turn made again for the
+//   same id, starts with none, so the call asks again (fails closed). The digest names this
+//   turn (the request carries the turn's id), so it allows nothing in another turn.
 'use strict';
 
 const { randomUUID } = require('node:crypto');
+const { performance } = require('node:perf_hooks');
 const { checkPolicy, TurnState, TurnError } = require('../core.js');
 
 /** A turn id no framework sends: for a turn the executor starts without one. */
 function newId() {
   return `toolgate-turn:${randomUUID()}`;
 }
+
+/** An approval digest as the engine writes it in an ask. */
+const DIGEST = /^ap1:[0-9a-f]{64}$/;
+
+function checkDigest(digest) {
+  if (typeof digest !== 'string' || !DIGEST.test(digest)) {
+    throw new TypeError(`an approval is an ask's digest (ap1: and 64 hex digits); found ${typeof digest === 'string' ? JSON.stringify(digest) : typeof digest}`);
+  }
+  return digest;
+}
+
+/** The default clock: monotonic milliseconds (never moved by a change of the wall clock). */
+const monotonic = () => performance.now();
 
 /** `entry` `by` turns older; an undated entry stays undated (its age is unknown). */
 function older(entry, by) {
@@ -44,22 +66,37 @@ class Turn {
   #id;
   #facts;
   #carried;
+  /** The kept approvals: digest -> the clock's time when the person gave it. */
+  #approvals = new Map();
+  #clock;
 
   /**
    * @param policy a compiled Policy
    * @param facts the turn's facts (stage, messages, fields, custom facts, and the `latched`
    *   state a previous batch answered, which every judgement ORs in); `called` may hold
    *   earlier turns' calls, which stay in front of the session's own.
+   *   `approvals` are taken as approvals a person gave now (kept, timed, used once).
    * @param options `state`: the session (a `TurnState`; default: a session of its own);
-   *   `id`: the turn's id in it (the framework's turn id; default: a new one).
+   *   `id`: the turn's id in it (the framework's turn id; default: a new one); `clock`: the
+   *   monotonic clock approvals are timed by, a function answering milliseconds (default
+   *   `performance.now`; tests inject their own).
    */
   constructor(policy, facts = {}, options = {}) {
     this.#policy = checkPolicy(policy);
-    const { state, id } = options || {};
+    const { state, id, clock } = options || {};
     if (state !== undefined && state !== null && !(state instanceof TurnState)) {
       throw new TypeError('a Turn\'s state is a toolgate TurnState');
     }
-    const { called, ...rest } = facts || {};
+    if (clock !== undefined && clock !== null && typeof clock !== 'function') {
+      throw new TypeError('a Turn\'s clock is a function answering milliseconds');
+    }
+    this.#clock = clock ?? monotonic;
+    const { called, approvals, ...rest } = facts || {};
+    if (approvals !== undefined) {
+      if (!Array.isArray(approvals)) throw new TypeError('facts.approvals is a list of approval digests');
+      approvals.forEach(checkDigest);
+      for (const digest of approvals) this.approve(digest);
+    }
     // Calls passed in are known history; none passed in is known too: nothing was called.
     this.#carried = Array.isArray(called) ? called.map((e) => ({ ...e })) : [];
     this.#facts = rest;
@@ -123,7 +160,49 @@ class Turn {
    */
   currentFacts() {
     const { latched: _executor, ...facts } = this.#facts;
-    return { ...facts, latched: this.latched, called: [...this.#carried.map((e) => ({ ...e })), ...this.#state.called] };
+    const current = { ...facts, latched: this.latched, called: [...this.#carried.map((e) => ({ ...e })), ...this.#state.called] };
+    const approvals = this.approvals;
+    if (approvals.length > 0) current.approvals = approvals;
+    return current;
+  }
+
+  /**
+   * Records that a person approved the call whose ask carried `digest` (a decision's
+   * `approval`), timed now by the Turn's clock. The next judgement of exactly that call
+   * (same tool, arguments, rule, turn and policy revision) allows it, once, while the
+   * approval is younger than the policy's window; approving again restarts its time.
+   * Throws TypeError for anything but a digest.
+   */
+  approve(digest) {
+    checkDigest(digest);
+    const now = this.#clock();
+    if (!Number.isFinite(now)) throw new TypeError('the Turn\'s clock gave no finite time');
+    this.#approvals.set(digest, now);
+  }
+
+  /**
+   * Withdraws the approval of `digest` (the person changed their mind) before it is used.
+   * True when there was one to withdraw.
+   */
+  reject(digest) {
+    return this.#approvals.delete(digest);
+  }
+
+  /** The approvals a judgement now carries: given, not used, younger than the window. */
+  get approvals() {
+    return this.#live();
+  }
+
+  /** Drops the approvals older than the policy's window; the live digests, oldest first. */
+  #live() {
+    const now = this.#clock();
+    const window = this.#policy.approvalWindowMs;
+    for (const [digest, at] of this.#approvals) {
+      // A clock that gives no finite time, or that went back, cannot tell an age: dropped.
+      const age = now - at;
+      if (!Number.isFinite(age) || age < 0 || age >= window) this.#approvals.delete(digest);
+    }
+    return [...this.#approvals.keys()];
   }
 
   /**
@@ -151,11 +230,18 @@ class Turn {
    * writes of all of them whatever their order, and records the latches into the turn.
    * Returns the decisions in call order. With `options.batch` (the framework's id of the
    * model message) the verdicts are kept for `batchDecision`; the same message judged again
-   * while they stand is not judged twice. Throws RequestError for calls that cannot be
-   * judged, TurnError for a turn that cannot be.
+   * while they stand is not judged twice. The live approvals go in `facts.approvals`; each
+   * one a decision allowed a call with is used up, unless `options.spend` is false (a
+   * judgement no call is run on, such as a pre-scan: the call that runs is judged again).
+   * Throws RequestError for calls that cannot be judged, TurnError for a turn that cannot be.
    */
   decide(calls, options = {}) {
-    return this.#judge(calls, options && options.batch).decisions;
+    const { batch, spend = true } = options || {};
+    const { decisions } = this.#judge(calls, batch);
+    if (spend !== false) {
+      for (const d of decisions) if (d.allow && typeof d.approval === 'string') this.#approvals.delete(d.approval);
+    }
+    return decisions;
   }
 
   /** Judges one call now, with the state this turn has so far. */
@@ -186,7 +272,11 @@ class Turn {
   }
 
   #judge(calls, batch) {
-    const request = { facts: { ...this.#facts, called: this.#carried }, calls };
+    const facts = { ...this.#facts, called: this.#carried };
+    const approvals = this.#live();
+    if (approvals.length > 0) facts.approvals = approvals;
+    // The turn's id in the request binds every ask's digest to this turn.
+    const request = { facts, calls, turn: this.#id };
     return this.#state.judge(this.#policy, request, this.#id, batch);
   }
 }

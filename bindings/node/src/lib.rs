@@ -74,6 +74,23 @@ impl Policy {
         self.inner.revision().to_owned()
     }
 
+    /// How long, in milliseconds, a person's approval of one of this policy's asks may be
+    /// used once given: the policy's `approvals { valid_for .. }`, ten minutes when it sets
+    /// none. The engine reads no clock; the keeper of approvals (the adapters' `Turn`) drops
+    /// an approval older than this before it reaches `facts.approvals`.
+    #[napi(getter, js_name = "approvalWindowMs")]
+    pub fn approval_window_ms(&self) -> u32 {
+        // At most 24 hours (86 400 000 ms), well inside a u32; saturate rather than wrap.
+        u32::try_from(self.inner.approval_window().as_millis()).unwrap_or(u32::MAX)
+    }
+
+    /// Whether some latch or rule of this policy can ask a person (`asks`, `ask when`): an
+    /// executor with no one to ask can tell at load time that every ask will be a denial.
+    #[napi(getter, js_name = "mayAsk")]
+    pub fn may_ask(&self) -> bool {
+        self.inner.may_ask()
+    }
+
     /// The warnings the policy compiled with.
     #[napi(getter)]
     pub fn warnings(&self) -> Vec<DiagnosticInfo> {

@@ -45,3 +45,21 @@ test('the installed package keeps turn state in Rust: a Turn of a known id keeps
   assert.equal(again.decideOne({ id: 'g', tool: 'grade_attempt', args: { attempt: 'a-1', score: 1 } }).kind, 'latch');
   assert.ok(first.state instanceof toolgate.TurnState);
 });
+
+test('the installed package asks: its addon gives the approval window, its Turn keeps approvals', () => {
+  const policy = toolgate.compile(`module shop
+write refund
+stage main { tools [refund] }
+rule refunds for refund { ask when args.amount > 50 }
+approvals { valid_for 5m }
+`, 'shop.gate');
+  assert.equal(policy.approvalWindowMs, 300000);
+  assert.equal(policy.mayAsk, true);
+  const turn = new toolgate.Turn(policy, { stage: 'main' });
+  const call = { id: 'r', tool: 'refund', args: { amount: 100 } };
+  const ask = turn.decideOne(call);
+  assert.equal(ask.kind, 'ask');
+  turn.approve(ask.approval);
+  assert.equal(turn.decideOne(call).allow, true);
+  assert.equal(turn.decideOne(call).kind, 'ask'); // used once
+});

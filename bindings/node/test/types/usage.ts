@@ -4,11 +4,12 @@
 // skipLibCheck (needed for the SDKs' own declarations) leaves unchecked here.
 import { compile, load, CompileError, RequestError, Turn, TurnState, TurnError, type Decision, type LatchState, type Response } from 'toolgate';
 import { Turn as AdapterTurn } from 'toolgate/adapters/turn';
-import { guardTools, toolgateMiddleware, ToolDenied } from 'toolgate/adapters/ai-sdk';
+import { guardTools, toolgateMiddleware, ToolDenied, answerApprovals, askOf } from 'toolgate/adapters/ai-sdk';
 import { guardClient } from 'toolgate/adapters/mcp';
-import { generateText, tool, wrapLanguageModel } from 'ai';
+import { generateText, tool, wrapLanguageModel, type ModelMessage } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { ElicitRequest, ElicitResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 
 const policy = compile('module m', 'm.gate');
@@ -21,6 +22,7 @@ const text: string = policy.decideText({ calls: [] });
 const offered: string[] = policy.offer({ tools: [{ name: 't' }] }).tools.map((t) => t.name);
 const steps = policy.explain({ calls: [] })[0].steps.map((s) => s.check);
 const meta: [string, string, number] = [policy.name, policy.revision, policy.warnings.length];
+const asking: [number, boolean] = [policy.approvalWindowMs, policy.mayAsk];
 
 try {
   compile('');
@@ -32,6 +34,11 @@ try {
 const turn = new Turn(policy, { stage: 's' });
 const decisions: Decision[] = turn.decide([{ id: 'a', tool: 't', args: {} }]);
 turn.record('t', true);
+const timed = new Turn(policy, { stage: 's', approvals: [] }, { clock: () => performance.now() });
+const asked: Decision = timed.decide([{ id: 'a', tool: 't', args: {} }], { spend: false })[0];
+if (asked.kind === 'ask' && asked.approval) timed.approve(asked.approval);
+const live: string[] = timed.approvals;
+const withdrawn: boolean = timed.reject('ap1:00');
 const state = new TurnState();
 state.signal(policy, 'msg-1');
 const judged: Response = state.judge(policy, { calls: [] }, 'msg-1', 'm1');
@@ -54,11 +61,26 @@ const tools = guardTools(turn, {
 });
 const model = wrapLanguageModel({ model: new MockLanguageModelV3(), middleware: toolgateMiddleware(turn) });
 void generateText({ model, tools, prompt: 'p' });
+void (async () => {
+  const result = await generateText({ model, tools, prompt: 'p' });
+  const reply = await answerApprovals(turn, result.content, async ({ decision, toolCall }) =>
+    decision?.kind === 'ask' && toolCall.toolName === 't' ? true : { approved: false, reason: 'no' });
+  const messages: ModelMessage[] = [...result.response.messages, ...(reply ? [reply] : [])];
+  const pending: Decision | null = askOf(turn, 'c1');
+  return [messages, pending];
+})();
 const denied = new ToolDenied(first);
 
 const client = guardClient(new Client({ name: 'c', version: '1' }), turn);
 void client.callTool({ name: 't', arguments: {} });
 void client.callTools([{ name: 't', arguments: {} }]);
 void client.listTools();
+// An approver is an elicitation UI: it takes the SDK's ElicitRequest and answers an ElicitResult.
+const elicit = async (request: ElicitRequest): Promise<ElicitResult> =>
+  request.params.message.length > 0 ? { action: 'accept', content: { approve: true } } : { action: 'decline' };
+const asking2 = guardClient(new Client({ name: 'c', version: '1' }), turn, {
+  approver: (request, { decision, tool: name }) => (decision.kind === 'ask' && name === 't' ? elicit(request) : undefined),
+});
+void asking2.callTool({ name: 't', arguments: {} });
 
-export { reason, fromText, text, offered, steps, meta, decisions, denied, judged, kept, latches, ages, batchVerdict, kinds };
+export { asking, live, withdrawn, reason, fromText, text, offered, steps, meta, decisions, denied, judged, kept, latches, ages, batchVerdict, kinds };
