@@ -290,14 +290,15 @@ class Turn:
                 del self._approvals[digest]
         return list(self._approvals)
 
-    def _settle(self, decisions: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-        """Drops each approval a decision used; turns an ask the person declined into its
-        refusal. The caller holds ``_judging``."""
+    def _settle(self, decisions: List[Dict[str, Any]], consume: bool = True) -> List[Dict[str, Any]]:
+        """Drops each approval a decision used (``consume``); turns an ask the person
+        declined into its refusal. The caller holds ``_judging``."""
         out = []
         for d in decisions:
             digest = d.get("approval")
             if d.get("allow") and digest is not None:
-                self._approvals.pop(digest, None)
+                if consume:
+                    self._approvals.pop(digest, None)
             elif d.get("kind") == "ask" and digest is not None:
                 self._asked.pop(digest, None)
                 self._asked[digest] = d
@@ -320,10 +321,10 @@ class Turn:
         """Judges a batch of ``{"id", "tool", "args"}`` calls together; one decision each."""
         return self._judge(calls, None)
 
-    def _judge(self, calls: Iterable[Mapping[str, Any]], batch: Optional[str]) -> List[Dict[str, Any]]:
+    def _judge(self, calls: Iterable[Mapping[str, Any]], batch: Optional[str], consume: bool = True) -> List[Dict[str, Any]]:
         calls = [dict(c) for c in calls]
         who = [(str(c.get("id", "")), str(c.get("tool", ""))) for c in calls]
-        return self._decide(lambda facts: {"facts": facts, "calls": calls}, who, batch)
+        return self._decide(lambda facts: {"facts": facts, "calls": calls}, who, batch, consume)
 
     def judge_raw(self, calls: Sequence[Tuple[str, str, str]]) -> List[Dict[str, Any]]:
         """Judges ``(id, tool, raw_arguments)`` calls together, each with its arguments as
@@ -333,7 +334,7 @@ class Turn:
         pre-scan (judged with no arguments)."""
         return self._judge_raw(calls, None)
 
-    def _judge_raw(self, calls: Sequence[Tuple[str, str, str]], batch: Optional[str]) -> List[Dict[str, Any]]:
+    def _judge_raw(self, calls: Sequence[Tuple[str, str, str]], batch: Optional[str], consume: bool = True) -> List[Dict[str, Any]]:
         parts, bad = [], {}
         for call_id, tool, raw in calls:
             why = _not_an_object(raw)
@@ -347,7 +348,7 @@ class Turn:
         def build(facts: Dict[str, Any]) -> str:
             return f'{{"facts": {json.dumps(facts)}, "calls": [{", ".join(parts)}]}}'
 
-        decisions = self._decide(build, [(call_id, tool) for call_id, tool, _ in calls], batch)
+        decisions = self._decide(build, [(call_id, tool) for call_id, tool, _ in calls], batch, consume)
         return [bad.get(d["id"], d) for d in decisions]
 
     def judge_batch_once(self, batch_id: str, calls: Sequence[Any], raw: bool = False) -> List[Dict[str, Any]]:
@@ -381,7 +382,7 @@ class Turn:
                 return self._settle([kept])[0]
         return kept
 
-    def _decide(self, build: Callable[[Dict[str, Any]], Any], who: List[Any], batch: Optional[str]) -> List[Dict[str, Any]]:
+    def _decide(self, build: Callable[[Dict[str, Any]], Any], who: List[Any], batch: Optional[str], consume: bool = True) -> List[Dict[str, Any]]:
         with self._judging:
             try:
                 facts = self._request_facts()
@@ -391,20 +392,31 @@ class Turn:
                 response = self._state.judge(_policy(self._source), build(facts), self._id, batch)
             except Exception as e:  # noqa: BLE001 - any failure denies, with its reason
                 return [unjudged(call_id, tool, str(e)) for call_id, tool in who]
-            return self._settle(response["decisions"])
+            return self._settle(response["decisions"], consume)
 
     def judge_one(self, tool: str, args: Any, call_id: Optional[str] = None) -> Dict[str, Any]:
         """Judges one call as a batch of one, after the calls judged before it this turn."""
+        return self._one(tool, args, call_id)
+
+    def _one(self, tool: str, args: Any, call_id: Optional[str], consume: bool = True) -> Dict[str, Any]:
         if call_id is None:
             with self._lock:
                 self._next_id += 1
                 call_id = f"call-{self._next_id}"
         if isinstance(args, (str, bytes)):
             text = args if isinstance(args, str) else args.decode("utf-8", "replace")
-            return self.judge_raw([(call_id, tool, text)])[0]
+            return self._judge_raw([(call_id, tool, text)], None, consume)[0]
         if not isinstance(args, Mapping):
             return unjudged(call_id, tool, "its arguments are not an object")
-        return self.judge([{"id": call_id, "tool": tool, "args": args}])[0]
+        return self._judge([{"id": call_id, "tool": tool, "args": args}], None, consume)[0]
+
+    def preview(self, tool: str, args: Any, call_id: Optional[str] = None) -> Dict[str, Any]:
+        """The decision ``judge_one`` would give this call now, without using up an
+        approval: a call the live approvals allow shows as allowed, and the approval stays
+        for the judgement that runs it. For a framework that asks whether a call needs a
+        person before it asks whether the call may run. It is a judgement all the same (a
+        latch the call sets is set)."""
+        return self._one(tool, args, call_id, consume=False)
 
     def record(self, tool: str, ok: bool = True) -> None:
         """Records that ``tool`` ran in this turn (``ok``: it succeeded), for
