@@ -45,6 +45,22 @@ impl PyPolicy {
         self.inner.revision()
     }
 
+    /// How long a person's approval of one of this policy's asks may be used once given,
+    /// in seconds (a `float`): the policy's `approvals { valid_for .. }`, 600.0 (ten
+    /// minutes) when it sets none. The engine reads no clock; whoever keeps approvals (the
+    /// adapters' `Turn`) drops an approval older than this before it reaches
+    /// `facts.approvals`.
+    #[getter]
+    fn approval_window(&self) -> f64 {
+        self.inner.approval_window().as_secs_f64()
+    }
+
+    /// Whether some latch or rule of this policy can ask a person (`asks`, `ask when`).
+    #[getter]
+    fn may_ask(&self) -> bool {
+        self.inner.may_ask()
+    }
+
     /// The warnings the policy compiled with, as `Diagnostic` objects.
     #[getter]
     fn warnings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {

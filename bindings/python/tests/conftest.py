@@ -95,3 +95,30 @@ def shop_tools(ran):
         return "shipped"
 
     return [refund, web_fetch, lookup_order]
+
+
+ASK_GATE = AGENT_GATE.replace(
+    "rule small_refund for refund { require args.amount is number and args.amount <= 50 }",
+    "approvals { valid_for 1s }\n"
+    "rule refunds for refund {\n  require args.amount is number and args.amount <= 500\n  ask when args.amount > 50\n}",
+)
+
+
+@pytest.fixture
+def ask_policy():
+    """`agent_policy` whose refunds above 50 (up to 500) ask a person; approvals last 1 s."""
+    import toolgate
+
+    policy = toolgate.compile(ASK_GATE, "agent.gate")
+    assert policy.may_ask and policy.approval_window == 1.0
+    return policy
+
+
+class Clock:
+    """A monotonic clock a test moves by hand (`clock.now += 2`), for approval expiry."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now

@@ -31,14 +31,15 @@ def tool_call(call_id, name, **args):
     return {"id": call_id, "name": name, "args": args, "type": "tool_call"}
 
 
-def agent_with(policy, script, checkpointer=None, before=()):
+def agent_with(policy, script, checkpointer=None, before=(), middleware=None):
     ran = Executed()
+    gate = toolgate_middleware(policy, facts={"stage": "main"}) if middleware is None else middleware
 
     model = ScriptedModel(messages=iter(script), seen=[])
     agent = create_agent(
         model,
         [tool(f) for f in shop_tools(ran)],
-        middleware=[*before, toolgate_middleware(policy, facts={"stage": "main"})],
+        middleware=[*before, gate],
         checkpointer=checkpointer,
     )
     return agent, model, ran

@@ -44,10 +44,20 @@ class Policy:
     def revision(self) -> str:
         """The content hash of the policy source; every response names it."""
     @property
+    def approval_window(self) -> float:
+        """How long an approval of one of this policy's asks may be used once given, in
+        seconds: the policy's ``approvals { valid_for .. }``, 600.0 when it sets none."""
+    @property
+    def may_ask(self) -> bool:
+        """Whether some latch or rule of this policy can ask a person (``asks``, ``ask when``)."""
+    @property
     def warnings(self) -> List[Diagnostic]:
         """The warnings the policy compiled with."""
     def decide(self, request: Request) -> Dict[str, Any]:
-        """Judges a batch of calls; returns the JSON response's shape. A denial is a result."""
+        """Judges a batch of calls; returns the JSON response's shape. A denial is a result.
+        An ask is a denial with ``kind == "ask"`` and its ``approval`` digest (``"ap1:"`` and
+        64 hex digits); that digest in ``facts.approvals`` allows exactly that call, and the
+        allowed decision names it in ``approval``."""
     def offer(self, request: Request) -> Dict[str, Any]:
         """The tool definitions to show the model for a turn (``{"facts", "tools"}`` in)."""
     def explain(self, request: Request) -> List[Dict[str, Any]]:

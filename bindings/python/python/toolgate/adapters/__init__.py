@@ -9,6 +9,10 @@ framework's own way of telling the model, carrying the refusal text:
 - ``toolgate.adapters.langchain``: LangChain v1 / LangGraph agent middleware (batch-aware);
 - ``toolgate.adapters.adk``: Google ADK ``before_tool_callback`` and plugin.
 
+A toolgate ask (``"kind": "ask"``) becomes the framework's own approval step where the
+executor wires one (``asks=True``; for Claude an ``approver``) and is otherwise a denial with
+its reason; a ``Turn`` keeps the approvals a person gave (``Turn.approve``, ``Turn.reject``).
+
 Adapters for frameworks that ask about one call at a time keep the user turn's state in a ``Turn``
 (``toolgate.adapters.turn``); what that guarantees is documented there.
 """

@@ -21,6 +21,15 @@ since they were judged. The gate keeps the turn state per ADK session; the
 ``invocation_id`` (one user message) is the turn's id, so a new one starts a new turn and a
 known one is always its own turn, with its own latches. ``after_tool_callback`` records each
 call that ran into its invocation's turn.
+
+Asks: with ``AdkGate(..., asks=True)`` a call toolgate asks about calls ADK's own
+``tool_context.request_confirmation`` (hint: the ask's reason; payload: ``{"toolgate":
+{"approval", "rule"}}``) and ADK pauses with its ``adk_request_confirmation`` call. The
+person's ``ToolConfirmation`` re-runs the call through the callback: ``confirmed`` is kept as
+the turn's approval of exactly that call and the call judged with it (it runs once; the next
+identical call asks again); not confirmed, the call is refused with toolgate's refusal. The
+re-run comes in the invocation of the person's answer, so it is judged in that turn, alone.
+Without ``asks`` an ask is a denial with its reason.
 """
 
 from __future__ import annotations
@@ -71,6 +80,9 @@ class AdkGate(Gate):
         """
         turn = self._turn_of(tool_context)
         call_id = getattr(tool_context, "function_call_id", None)
+        confirmation = getattr(tool_context, "tool_confirmation", None)
+        if self.asks and confirmation is not None:
+            return self._confirmed(turn, tool, args, call_id, confirmation, tool_context)
         batch = _batch_of(tool_context, call_id)
         decision = None
         if batch is not None:
@@ -79,7 +91,31 @@ class AdkGate(Gate):
             decision = turn.batch_decision(call_id, tool.name, dict(args or {}), batch_id=event_id)
         if decision is None:
             decision = turn.judge_one(tool.name, args, call_id)
-        return None if decision["allow"] else _denial(decision)
+        if decision["allow"]:
+            return None
+        if self.asks and decision.get("kind") == "ask":
+            return self._request(decision, tool_context)
+        return _denial(decision)
+
+    def _request(self, decision: Dict[str, Any], tool_context: Any) -> Dict[str, Any]:
+        """Asks ADK for the person's confirmation of the call; its result until then."""
+        tool_context.request_confirmation(hint=decision["reason"], payload={"toolgate": {"approval": decision["approval"], "rule": decision.get("rule")}})
+        # The pause is no result for the model to answer: ADK waits for the person.
+        tool_context.actions.skip_summarization = True
+        return _denial(decision)
+
+    def _confirmed(self, turn: Turn, tool: Any, args: Dict[str, Any], call_id: Optional[str], confirmation: Any, tool_context: Any) -> Optional[Dict[str, Any]]:
+        """The re-run of a call after the person answered ADK's confirmation request."""
+        decision = turn.preview(tool.name, args, call_id)
+        if decision.get("kind") != "ask":
+            return None if decision["allow"] else _denial(decision)
+        if not getattr(confirmation, "confirmed", False):
+            return _denial(turn.reject(decision["approval"]))
+        turn.approve(decision["approval"])
+        decision = turn.judge_one(tool.name, args, call_id)
+        if decision["allow"]:
+            return None
+        return self._request(decision, tool_context) if decision.get("kind") == "ask" else _denial(decision)
 
     def after_tool_callback(self, tool: Any, args: Dict[str, Any], tool_context: Any, tool_response: Any) -> None:
         """Records a call that ran (one whose result is not an ``error`` dict)."""

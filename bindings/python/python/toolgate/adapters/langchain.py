@@ -19,13 +19,25 @@ checkpointer. ``facts.called`` is taken from the conversation's ``ToolMessage``s
 succeeded unless its status is ``"error"``) unless the facts you pass give it; each is dated
 by the user turns since it ran (``turns_ago``: the ``HumanMessage``s after it), so
 ``called_within`` rules judge it as the other adapters do.
+
+Asks: with ``toolgate_middleware(..., asks=True)`` (and a checkpointer), the calls of a
+message that toolgate asks about raise one LangGraph ``interrupt`` in
+``HumanInTheLoopMiddleware``'s shape: ``{"action_requests": [{"name", "args",
+"description"}], "review_configs": [{"action_name", "allowed_decisions": ["approve",
+"reject"]}]}``, one entry per asking call in message order. Resume with
+``Command(resume={"decisions": [{"type": "approve"} | {"type": "reject", "message": ...}]})``:
+the message is judged again with the approved calls' digests in ``facts.approvals`` (each
+lets one call run: two identical calls and one digest run once), and a rejected call is
+answered with toolgate's refusal and the person's message. Approvals are used at once, in
+that judgement, and never kept: the next message's same call asks again. Without ``asks``
+an ask is a denial with its reason.
 """
 
 
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from .._native import Policy, PolicyStore
-from .turn import unjudged
+from .turn import rejected, unjudged
 
 LATCHED = "toolgate_latched"
 VERDICTS = "toolgate_verdicts"
@@ -35,13 +47,14 @@ Facts = Union[Mapping[str, Any], Callable[[Any, Any], Mapping[str, Any]], None]
 _CLASS: Optional[type] = None
 
 
-def toolgate_middleware(policy: Union[Policy, PolicyStore], facts: Facts = None) -> Any:
+def toolgate_middleware(policy: Union[Policy, PolicyStore], facts: Facts = None, asks: bool = False) -> Any:
     """An ``AgentMiddleware`` for ``create_agent``.
 
     ``facts`` is a mapping, or a function ``(state, runtime) -> mapping`` called for every
-    model message (the stage, filled fields, ...).
+    model message (the stage, filled fields, ...). ``asks``: toolgate's asks interrupt the
+    run for a person (see the module doc); else an ask is a denial with its reason.
     """
-    return _middleware_class()(policy, facts)
+    return _middleware_class()(policy, facts, asks)
 
 
 def _middleware_class() -> type:
@@ -57,6 +70,7 @@ def _build() -> type:
     from langchain.agents.middleware import AgentMiddleware, AgentState
     from langchain.agents.middleware.types import PrivateStateAttr
     from langchain_core.messages import AIMessage, ToolMessage
+    from langgraph.errors import GraphInterrupt
     from typing_extensions import NotRequired
 
     class ToolgateState(AgentState):
@@ -69,10 +83,11 @@ def _build() -> type:
 
         state_schema = ToolgateState
 
-        def __init__(self, policy: Union[Policy, PolicyStore], facts: Facts = None) -> None:
+        def __init__(self, policy: Union[Policy, PolicyStore], facts: Facts = None, asks: bool = False) -> None:
             super().__init__()
             self.policy = policy
             self.facts = facts
+            self.asks = asks
 
         def before_agent(self, state: Any, runtime: Any) -> Dict[str, Any]:
             """A new user message: latches clear, no verdicts."""
@@ -94,10 +109,40 @@ def _build() -> type:
             policy = self.policy.current() if isinstance(self.policy, PolicyStore) else self.policy
             try:
                 response = policy.decide({"facts": facts, "calls": calls})
+                decisions = response["decisions"]
+                asking = [d for d in decisions if d.get("kind") == "ask"]
+                if self.asks and asking:
+                    decisions = self._ask(policy, facts, calls, asking)
+            except GraphInterrupt:
+                raise  # the run pauses for the person; judged again when it resumes
             except Exception as e:  # noqa: BLE001 - any failure denies, with its reason
                 return {VERDICTS: {c["id"]: unjudged(c["id"], c["tool"], str(e)) for c in calls}}
             args = {c["id"]: c["args"] for c in calls}
-            return {LATCHED: response["latched"], VERDICTS: {d["id"]: dict(d, judged_args=args[d["id"]]) for d in response["decisions"]}}
+            return {LATCHED: response["latched"], VERDICTS: {d["id"]: dict(d, judged_args=args[d["id"]]) for d in decisions}}
+
+        def _ask(self, policy: Policy, facts: Dict[str, Any], calls: List[Dict[str, Any]], asking: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+            """Interrupts for the person's decisions on ``asking``; the message's decisions
+            judged again with the approved digests, the declined asks refused."""
+            from langgraph.types import interrupt
+
+            args = {c["id"]: c["args"] for c in calls}
+            answer = interrupt(
+                {
+                    "action_requests": [{"name": d["tool"], "args": args[d["id"]], "description": d["reason"]} for d in asking],
+                    "review_configs": [{"action_name": d["tool"], "allowed_decisions": ["approve", "reject"]} for d in asking],
+                }
+            )
+            answers = list((answer or {}).get("decisions") or []) if isinstance(answer, Mapping) else []
+            if len(answers) != len(asking):
+                raise ValueError(f"{len(answers)} decisions for {len(asking)} asks")
+            approved, declined = [], {}
+            for d, a in zip(asking, answers):
+                if isinstance(a, Mapping) and a.get("type") == "approve":
+                    approved.append(d["approval"])
+                else:
+                    declined[d["id"]] = a.get("message") if isinstance(a, Mapping) else None
+            decisions = policy.decide({"facts": dict(facts, approvals=approved), "calls": calls})["decisions"]
+            return [rejected(d, declined[d["id"]]) if d["id"] in declined and d.get("kind") == "ask" else d for d in decisions]
 
         async def aafter_model(self, state: Any, runtime: Any) -> Optional[Dict[str, Any]]:
             return self.after_model(state, runtime)

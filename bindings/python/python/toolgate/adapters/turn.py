@@ -44,6 +44,22 @@ What that guarantees:
 - if toolgate cannot judge a call (a request the engine refuses, a turn the policy can no
   longer judge, an exception), the call is denied with the reason, never allowed.
 
+Asking a person: a decision ``"kind": "ask"`` is a denial carrying an ``approval`` digest.
+A ``Turn`` keeps the approvals a person gave in it (``Turn.approve(digest)``, stamped with a
+monotonic clock) and sends the live ones in ``facts.approvals`` with every judgement:
+
+- an approval lets exactly the call it was asked for run (same policy revision, rule, tool
+  and canonical arguments), once: it is dropped as soon as a decision allowed a call with it,
+  so a second identical call asks again;
+- an approval older than the policy's ``approval_window`` (``approvals { valid_for .. }``,
+  ten minutes by default) is dropped and never sent;
+- approvals belong to their turn: a new turn has none;
+- ``Turn.reject(digest, message)`` records that the person said no: that call is then
+  refused (``"kind": "rejected"``, with the reason) without asking again in this turn.
+
+An adapter maps an ask to its framework's own approval step where the executor wires one,
+and otherwise passes it on as the denial it is, with its reason (asking fails closed).
+
 What it cannot guarantee: a latch-blocked call judged *before* the setter in the same model
 message is allowed, because the setter has not been seen yet. That call was chosen by the
 model before the setter's output existed, so no content the setter brings in can have
@@ -54,7 +70,9 @@ middleware (which sees the whole batch) or call ``Turn.judge`` with the whole ba
 from __future__ import annotations
 
 import json
+import re
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
@@ -67,6 +85,9 @@ Facts = Union[Mapping[str, Any], Callable[[], Mapping[str, Any]], None]
 # Turns per conversation key whose `Turn` objects a gate keeps (the session itself keeps its
 # own bounded history in Rust); an older turn's object is made again when asked for.
 KEPT_TURN_OBJECTS = 64
+
+# Asks a turn remembers by digest, so `Turn.reject` can name the call it refuses.
+KEPT_ASKS = 256
 
 
 def _policy(source: Source) -> Policy:
@@ -88,6 +109,31 @@ def unjudged(call_id: str, tool: str, why: str) -> Dict[str, Any]:
         "rule": "toolgate",
         "reason": f"This call was not run: toolgate could not judge it ({why}).",
     }
+
+
+_DIGEST = re.compile(r"ap1:[0-9a-f]{64}")
+
+
+def _digest(digest: Any) -> str:
+    """``digest`` if it is an approval digest (``ap1:`` and 64 hex digits), else raises."""
+    if not isinstance(digest, str):
+        raise TypeError(f"an approval digest is a str, not {type(digest).__name__}")
+    if _DIGEST.fullmatch(digest) is None:
+        raise ValueError(f"not an approval digest (ap1: and 64 hex digits): {digest!r}")
+    return digest
+
+
+def rejected(decision: Mapping[str, Any], message: Optional[str] = None) -> Dict[str, Any]:
+    """The denial for an ask a person declined: ``decision`` (the ask) turned into
+    ``"kind": "rejected"``, keeping its ``id``, ``tool``, ``rule`` and ``approval``, with a
+    reason telling the model the call did not run (and the person's ``message``, if any)."""
+    tool = decision.get("tool", "")
+    reason = f"A person declined this call of {tool}. It has NOT run. Do not retry it, and do not tell the user it happened."
+    if message:
+        reason += f" Their reason: {message}"
+    out = {k: decision[k] for k in ("id", "tool", "rule", "approval") if k in decision}
+    out.update(allow=False, kind="rejected", reason=reason)
+    return out
 
 
 def _not_an_object(raw: str) -> Optional[str]:
@@ -118,6 +164,12 @@ class Turn:
     state, which starts a turn for an id it has never seen and changes nothing for a known
     one. Thread-safe: calls judged from several threads are judged one after another, each
     with the state the previous left.
+
+    The turn also keeps the approvals a person gave in it (``approve``, ``reject``; see the
+    module doc). ``clock`` is the monotonic clock they are stamped and aged with, in seconds
+    (default ``time.monotonic``; a test passes its own). ``facts["approvals"]``, if given, are
+    approvals given as the turn starts: the turn keeps them like any other, and sends them
+    while they are live.
     """
 
     def __init__(
@@ -127,9 +179,21 @@ class Turn:
         *,
         state: Optional[TurnState] = None,
         turn_id: Optional[str] = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         facts = dict(facts or {})
         self._source = policy
+        self._clock = clock
+        # digest -> when the person approved it (clock seconds); digest -> their "no".
+        self._approvals: Dict[str, float] = {}
+        self._rejections: Dict[str, Optional[str]] = {}
+        # The latest asks judged in this turn, by digest (for `reject`'s refusal).
+        self._asked: "OrderedDict[str, Dict[str, Any]]" = OrderedDict()
+        # Held from reading the live approvals to dropping those a judgement used, so two
+        # threads never both send (and use) one approval.
+        self._judging = threading.Lock()
+        for digest in facts.pop("approvals", None) or []:
+            self.approve(digest)
         # None: the executor did not say what was called, so `called_before` rules see the
         # fact as absent (and fail open, as the policy says) until the session records a
         # call. A list, even empty, is known history: an empty `called` must reach the engine
@@ -186,6 +250,65 @@ class Turn:
         recorded = self._state.recorded(_policy(self._source), self._id)
         return [_older(e) for e in self._carried or []] + [_aged(e, 1) for e in recorded]
 
+    @property
+    def approvals(self) -> List[str]:
+        """The approvals this turn would send now: given, not yet used, and not older than
+        the policy's ``approval_window``; oldest first."""
+        with self._judging:
+            return self._live()
+
+    def approve(self, digest: str) -> None:
+        """Records that a person approved the ask whose ``approval`` digest this is, now (by
+        the turn's clock). The next judgement of exactly that call allows it, once, if it
+        comes within the policy's ``approval_window``. Undoes a ``reject`` of the digest.
+        Raises ``ValueError`` (``TypeError``) for what is not an approval digest."""
+        digest = _digest(digest)
+        with self._judging:
+            self._rejections.pop(digest, None)
+            self._approvals.pop(digest, None)
+            self._approvals[digest] = self._clock()
+
+    def reject(self, digest: str, message: Optional[str] = None) -> Dict[str, Any]:
+        """Records that a person declined the ask whose digest this is (``message``: their
+        reason, shown to the model). For the rest of the turn that call is refused with
+        ``"kind": "rejected"`` instead of asking again; an approval of it is dropped.
+        Returns the refusal (``rejected``'s shape) for the call of this turn that asked
+        with the digest, as the model should read it."""
+        digest = _digest(digest)
+        with self._judging:
+            self._approvals.pop(digest, None)
+            self._rejections[digest] = message
+            ask = self._asked.get(digest, {"approval": digest})
+        return rejected(ask, message)
+
+    def _live(self) -> List[str]:
+        """The live approvals, dropping the expired ones; the caller holds ``_judging``."""
+        window = _policy(self._source).approval_window
+        now = self._clock()
+        for digest, given in list(self._approvals.items()):
+            if now - given > window:
+                del self._approvals[digest]
+        return list(self._approvals)
+
+    def _settle(self, decisions: List[Dict[str, Any]], consume: bool = True) -> List[Dict[str, Any]]:
+        """Drops each approval a decision used (``consume``); turns an ask the person
+        declined into its refusal. The caller holds ``_judging``."""
+        out = []
+        for d in decisions:
+            digest = d.get("approval")
+            if d.get("allow") and digest is not None:
+                if consume:
+                    self._approvals.pop(digest, None)
+            elif d.get("kind") == "ask" and digest is not None:
+                self._asked.pop(digest, None)
+                self._asked[digest] = d
+                while len(self._asked) > KEPT_ASKS:
+                    self._asked.popitem(last=False)
+                if digest in self._rejections:
+                    d = rejected(d, self._rejections[digest])
+            out.append(d)
+        return out
+
     def _request_facts(self) -> Dict[str, Any]:
         """The executor's facts for a request of this turn; the session adds its latches and
         recorded calls when it judges."""
@@ -198,10 +321,10 @@ class Turn:
         """Judges a batch of ``{"id", "tool", "args"}`` calls together; one decision each."""
         return self._judge(calls, None)
 
-    def _judge(self, calls: Iterable[Mapping[str, Any]], batch: Optional[str]) -> List[Dict[str, Any]]:
+    def _judge(self, calls: Iterable[Mapping[str, Any]], batch: Optional[str], consume: bool = True) -> List[Dict[str, Any]]:
         calls = [dict(c) for c in calls]
         who = [(str(c.get("id", "")), str(c.get("tool", ""))) for c in calls]
-        return self._decide(lambda facts: {"facts": facts, "calls": calls}, who, batch)
+        return self._decide(lambda facts: {"facts": facts, "calls": calls}, who, batch, consume)
 
     def judge_raw(self, calls: Sequence[Tuple[str, str, str]]) -> List[Dict[str, Any]]:
         """Judges ``(id, tool, raw_arguments)`` calls together, each with its arguments as
@@ -211,7 +334,7 @@ class Turn:
         pre-scan (judged with no arguments)."""
         return self._judge_raw(calls, None)
 
-    def _judge_raw(self, calls: Sequence[Tuple[str, str, str]], batch: Optional[str]) -> List[Dict[str, Any]]:
+    def _judge_raw(self, calls: Sequence[Tuple[str, str, str]], batch: Optional[str], consume: bool = True) -> List[Dict[str, Any]]:
         parts, bad = [], {}
         for call_id, tool, raw in calls:
             why = _not_an_object(raw)
@@ -225,7 +348,7 @@ class Turn:
         def build(facts: Dict[str, Any]) -> str:
             return f'{{"facts": {json.dumps(facts)}, "calls": [{", ".join(parts)}]}}'
 
-        decisions = self._decide(build, [(call_id, tool) for call_id, tool, _ in calls], batch)
+        decisions = self._decide(build, [(call_id, tool) for call_id, tool, _ in calls], batch, consume)
         return [bad.get(d["id"], d) for d in decisions]
 
     def judge_batch_once(self, batch_id: str, calls: Sequence[Any], raw: bool = False) -> List[Dict[str, Any]]:
@@ -248,29 +371,52 @@ class Turn:
         if call_id is None:
             return None
         try:
-            return self._state.decision(_policy(self._source), str(call_id), tool, args, self._id, batch_id)
+            kept = self._state.decision(_policy(self._source), str(call_id), tool, args, self._id, batch_id)
         except Exception:  # noqa: BLE001 - no kept verdict: the call is judged alone
             return None
+        if kept is not None and kept.get("kind") == "ask":
+            with self._judging:
+                if kept.get("approval") in self._live():
+                    # Approved since the batch was judged: judge it again, with the approval.
+                    return None
+                return self._settle([kept])[0]
+        return kept
 
-    def _decide(self, build: Callable[[Dict[str, Any]], Any], who: List[Any], batch: Optional[str]) -> List[Dict[str, Any]]:
-        try:
-            response = self._state.judge(_policy(self._source), build(self._request_facts()), self._id, batch)
-        except Exception as e:  # noqa: BLE001 - any failure denies, with its reason
-            return [unjudged(call_id, tool, str(e)) for call_id, tool in who]
-        return response["decisions"]
+    def _decide(self, build: Callable[[Dict[str, Any]], Any], who: List[Any], batch: Optional[str], consume: bool = True) -> List[Dict[str, Any]]:
+        with self._judging:
+            try:
+                facts = self._request_facts()
+                live = self._live()
+                if live:
+                    facts["approvals"] = live
+                response = self._state.judge(_policy(self._source), build(facts), self._id, batch)
+            except Exception as e:  # noqa: BLE001 - any failure denies, with its reason
+                return [unjudged(call_id, tool, str(e)) for call_id, tool in who]
+            return self._settle(response["decisions"], consume)
 
     def judge_one(self, tool: str, args: Any, call_id: Optional[str] = None) -> Dict[str, Any]:
         """Judges one call as a batch of one, after the calls judged before it this turn."""
+        return self._one(tool, args, call_id)
+
+    def _one(self, tool: str, args: Any, call_id: Optional[str], consume: bool = True) -> Dict[str, Any]:
         if call_id is None:
             with self._lock:
                 self._next_id += 1
                 call_id = f"call-{self._next_id}"
         if isinstance(args, (str, bytes)):
             text = args if isinstance(args, str) else args.decode("utf-8", "replace")
-            return self.judge_raw([(call_id, tool, text)])[0]
+            return self._judge_raw([(call_id, tool, text)], None, consume)[0]
         if not isinstance(args, Mapping):
             return unjudged(call_id, tool, "its arguments are not an object")
-        return self.judge([{"id": call_id, "tool": tool, "args": args}])[0]
+        return self._judge([{"id": call_id, "tool": tool, "args": args}], None, consume)[0]
+
+    def preview(self, tool: str, args: Any, call_id: Optional[str] = None) -> Dict[str, Any]:
+        """The decision ``judge_one`` would give this call now, without using up an
+        approval: a call the live approvals allow shows as allowed, and the approval stays
+        for the judgement that runs it. For a framework that asks whether a call needs a
+        person before it asks whether the call may run. It is a judgement all the same (a
+        latch the call sets is set)."""
+        return self._one(tool, args, call_id, consume=False)
 
     def record(self, tool: str, ok: bool = True) -> None:
         """Records that ``tool`` ran in this turn (``ok``: it succeeded), for
@@ -296,10 +442,17 @@ class Gate:
     filled fields and other facts the executor knows. A new turn starts on the framework's
     "new user message" signal where the adapter sees one (an epoch never seen before), or
     when the executor calls ``start_turn``.
+
+    ``clock`` is the monotonic clock (seconds) the turns stamp and age approvals with
+    (default ``time.monotonic``). ``asks``: the executor shows toolgate's asks to a person
+    through the framework's approval step (each adapter says which); without it an ask is
+    passed on as the denial it is, with its reason.
     """
 
-    def __init__(self, policy: Source, facts: Facts = None) -> None:
+    def __init__(self, policy: Source, facts: Facts = None, *, clock: Callable[[], float] = time.monotonic, asks: bool = False) -> None:
         self.policy = policy
+        self.clock = clock
+        self.asks = asks
         self._facts = facts
         self._sessions: Dict[str, _Session] = {}
         self._lock = threading.Lock()
@@ -322,7 +475,7 @@ class Gate:
             session.turns.move_to_end(turn_id)
             return turn
         before = session.state.turns
-        turn = Turn(self.policy, self._read_facts() if facts is None else facts, state=session.state, turn_id=turn_id)
+        turn = Turn(self.policy, self._read_facts() if facts is None else facts, state=session.state, turn_id=turn_id, clock=self.clock)
         session.turns[turn_id] = turn
         while len(session.turns) > KEPT_TURN_OBJECTS:
             session.turns.popitem(last=False)
