@@ -46,6 +46,8 @@ pub(crate) enum Root {
     Stage,
     StageTurns,
     Fields,
+    /// `facts.principal`, written `principal.…`.
+    Principal,
     /// A custom fact, by its top-level key.
     Other(Box<str>),
 }
@@ -72,6 +74,7 @@ impl ValuePath {
             Root::Stage => "facts.stage".to_string(),
             Root::StageTurns => "facts.stage_turns".to_string(),
             Root::Fields => "facts.fields".to_string(),
+            Root::Principal => "principal".to_string(),
             Root::Other(k) => format!("facts.{k}"),
         };
         segs_text(root, &self.segs)
@@ -320,6 +323,10 @@ pub(crate) fn lookup<'a>(path: &ValuePath, env: &Env<'a>) -> Lookup<'a> {
                     }
                 }
             }
+        },
+        Root::Principal => match env.facts.principal() {
+            None => return Lookup::Absent,
+            Some(v) => (v, Lookup::Absent),
         },
         Root::Other(key) => match env.facts.other(key) {
             None => return Lookup::Absent,

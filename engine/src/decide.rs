@@ -304,6 +304,18 @@ impl ReadRequest<'_> {
         self.view.facts.approvals = Some(approvals.iter().map(|a| a.clone().into()).collect());
     }
 
+    /// Whether the request itself carries `facts.principal`.
+    pub fn has_principal(&self) -> bool {
+        self.view.facts.principal.is_some()
+    }
+
+    /// Sets `facts.principal` to `principal` (or removes it): the principal a keeper (the
+    /// server) verified, from a bearer token. `principal` should have the shape
+    /// [`crate::principal_value`] builds; the judge reads whatever it is given.
+    pub fn set_principal(&mut self, principal: Option<serde_json::Value>) {
+        self.view.facts.principal = principal;
+    }
+
     /// Unions `carried` (a session's latch state) into the request's `latched` fact: a latch
     /// set in either is set, exactly as [`Latched::or`] does for an owned request. Call it
     /// after [`Policy::read_json`] has checked the request's own latch names, so carried

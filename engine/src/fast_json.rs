@@ -204,6 +204,14 @@ impl<'de> Visitor<'de> for FactsSeed<'_> {
                     }
                     facts.approvals = given;
                 }
+                key::PRINCIPAL => {
+                    facts.principal = match map.next_value_seed(ValueSeed::unexplained())? {
+                        Value::Null => None,
+                        // A malformed principal: the strict reader says where.
+                        v if crate::principal::check(&v).is_err() => return Err(invalid()),
+                        v => Some(v),
+                    }
+                }
                 name if self.custom.iter().any(|k| **k == *name) => {
                     let value = map.next_value_seed(ValueSeed::unexplained())?;
                     facts.other.push((key.0, value));

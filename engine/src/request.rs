@@ -47,6 +47,10 @@ pub struct Facts {
     /// Approvals a person granted: the `approval` digests of asks (see `docs/language.md`,
     /// "Asking a person"). Each turns exactly the call it was asked for into an allow.
     pub approvals: Option<Vec<String>>,
+    /// Who the agent acts for: an object with `sub`, `tenant` and `claims`, each optional
+    /// (`crate::principal_value` builds one). Rules read it as `principal.sub`,
+    /// `principal.tenant`, `principal.claims.NAME`.
+    pub principal: Option<Value>,
     /// Any other facts, reachable from rules as `facts.<key>`.
     pub other: Map<String, Value>,
 }
@@ -348,6 +352,18 @@ impl Facts {
                 ))
             }
         };
+        let principal = match map.remove(key::PRINCIPAL) {
+            None | Some(Value::Null) => None,
+            Some(v) => {
+                if let Err(e) = crate::principal::check(&v) {
+                    return Err(schema(
+                        &format!("{}{}", fact_path(key::PRINCIPAL), e.at),
+                        e.message,
+                    ));
+                }
+                Some(v)
+            }
+        };
         Ok(Facts {
             stage,
             stage_turns,
@@ -356,6 +372,7 @@ impl Facts {
             fields,
             called,
             approvals,
+            principal,
             other: map,
         })
     }
@@ -669,16 +686,7 @@ pub(crate) fn schema(path: &str, message: impl Into<String>) -> RequestError {
 }
 
 /// The JSON type of a value, with an article, for error messages.
-pub(crate) fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a bool",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+pub(crate) use crate::text::type_name;
 
 fn describe(v: &Value) -> String {
     match v {
@@ -756,6 +764,9 @@ impl Request {
         if let Some(approvals) = &f.approvals {
             let arr = approvals.iter().map(|a| Value::from(a.as_str())).collect();
             facts.insert(key::APPROVALS.into(), Value::Array(arr));
+        }
+        if let Some(principal) = &f.principal {
+            facts.insert(key::PRINCIPAL.into(), principal.clone());
         }
         let calls: Vec<Value> = self
             .calls

@@ -54,8 +54,12 @@ pub const CALLED: &str = "called";
 /// asked for into an allow).
 pub const APPROVALS: &str = "approvals";
 
+/// The standard fact: who the agent acts for, read by rules as `principal.sub`,
+/// `principal.tenant` and `principal.claims.NAME`.
+pub const PRINCIPAL: &str = "principal";
+
 /// Every standard fact key; any other key of `facts` is a custom fact.
-pub const STANDARD_FACTS: [&str; 7] = [
+pub const STANDARD_FACTS: [&str; 8] = [
     STAGE,
     STAGE_TURNS,
     LATCHED,
@@ -63,7 +67,17 @@ pub const STANDARD_FACTS: [&str; 7] = [
     FIELDS,
     CALLED,
     APPROVALS,
+    PRINCIPAL,
 ];
+
+/// A principal's subject.
+pub const SUB: &str = "sub";
+/// A principal's tenant.
+pub const TENANT: &str = "tenant";
+/// A principal's other claims, any JSON.
+pub const CLAIMS: &str = "claims";
+/// The keys of `facts.principal`.
+pub const PRINCIPAL_KEYS: [&str; 3] = [SUB, TENANT, CLAIMS];
 
 /// The standard fact a `facts` key is most likely a misspelling of: a case-insensitive
 /// equal, one edit away (an insert, delete, substitution or swap of adjacent characters), or

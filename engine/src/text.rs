@@ -4,6 +4,18 @@
 use serde_json::Value;
 use toolgate_lang::ast::CallValue;
 
+/// A JSON value's type as an error names it (`a string`, `an object`, `null`).
+pub(crate) fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a bool",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// A number as a policy writes it: whole numbers without a fraction (`250`, not `250.0`).
 pub(crate) fn number(n: f64) -> String {
     if n.fract() == 0.0 && n.abs() < 1e15 {

@@ -38,6 +38,8 @@ pub(crate) struct FactsView<'a> {
     pub(crate) called: Option<Vec<CalledView<'a>>>,
     /// `facts.approvals`, each checked to be a digest's shape.
     pub(crate) approvals: Option<Vec<Cow<'a, str>>>,
+    /// `facts.principal`, checked to have the principal's shape.
+    pub(crate) principal: Option<Value>,
     /// Custom facts the policy reads, in document order (a later duplicate wins).
     pub(crate) other: Vec<(Cow<'a, str>, Value)>,
 }
@@ -235,6 +237,14 @@ impl<'a> FactsRef<'a> {
         match self {
             FactsRef::Owned(f) => f.called.as_deref().map(CalledRef::Owned),
             FactsRef::Borrowed(f) => f.called.as_deref().map(CalledRef::Borrowed),
+        }
+    }
+
+    /// `facts.principal`.
+    pub(crate) fn principal(self) -> Option<&'a Value> {
+        match self {
+            FactsRef::Owned(f) => f.principal.as_ref(),
+            FactsRef::Borrowed(f) => f.principal.as_ref(),
         }
     }
 

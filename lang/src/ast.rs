@@ -368,6 +368,10 @@ pub enum PathRoot {
     Args,
     /// The request's facts.
     Facts,
+    /// Who the agent acts for (`principal.sub`, `principal.tenant`,
+    /// `principal.claims.NAME`): `facts.principal`, which the executor supplies, or the
+    /// server sets from a verified bearer token.
+    Principal,
 }
 
 /// One step of a path.
@@ -382,7 +386,7 @@ pub enum PathSegment {
 /// `args.a.b[0]` or `facts.x`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Path {
-    /// `args` or `facts`.
+    /// `args`, `facts` or `principal`.
     pub root: PathRoot,
     /// The steps after the root.
     pub segments: Vec<PathSegment>,
@@ -396,6 +400,7 @@ impl Path {
         let mut out = String::from(match self.root {
             PathRoot::Args => "args",
             PathRoot::Facts => "facts",
+            PathRoot::Principal => "principal",
         });
         for seg in &self.segments {
             match seg {

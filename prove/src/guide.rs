@@ -149,6 +149,19 @@ impl Guide {
                         }
                         None => {}
                     },
+                    // Searched as the fact it reads: `facts.principal.…`.
+                    PathRoot::Principal => {
+                        let mut in_facts =
+                            vec![Seg::Key(toolgate_engine::schema::PRINCIPAL.into())];
+                        in_facts.extend(segs);
+                        if let Some(re) = regex {
+                            self.fact_regexes
+                                .entry(in_facts.clone())
+                                .or_default()
+                                .push(re);
+                        }
+                        self.facts.entry(in_facts).or_default().extend(values)
+                    }
                 }
             }
         }

@@ -424,7 +424,9 @@ fn fill(base: &Request, call: usize, case: &Case, guide: &Guide) -> Request {
             set_path(&mut other, path, v.clone());
         }
     }
-    if let Value::Object(m) = other {
+    if let Value::Object(mut m) = other {
+        // A principal the search wrote is the standard fact, not a custom one.
+        facts.principal = m.remove(toolgate_engine::schema::PRINCIPAL);
         facts.other = m;
     }
     request

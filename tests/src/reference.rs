@@ -280,7 +280,7 @@ fn seen(r: &RuleDecl) -> Seen {
             ExprKind::Not(x) => walk(x, s),
             ExprKind::Call(_) => s.builtin = true,
             ExprKind::Predicate(p, pred) => match (p.root, pred) {
-                (PathRoot::Facts, _) => s.facts = true,
+                (PathRoot::Facts | PathRoot::Principal, _) => s.facts = true,
                 (PathRoot::Args, Predicate::InHosts(_)) => s.hosts = true,
                 (PathRoot::Args, _) => s.args = true,
             },
@@ -330,6 +330,13 @@ impl Ctx<'_> {
     fn lookup(&self, p: &Path) -> Lookup<'_> {
         let (mut cur, missing) = match p.root {
             PathRoot::Args => (Some(self.args), Lookup::MissingArg),
+            // `principal.X` is `facts.principal.X`, a standard fact (null is absent).
+            PathRoot::Principal => {
+                return match walk(self.standard_fact("principal"), &p.segments) {
+                    Some(v) => Lookup::Value(v),
+                    None => Lookup::MissingFact,
+                };
+            }
             PathRoot::Facts => {
                 let Some(PathSegment::Key(first)) = p.segments.first() else {
                     return Lookup::MissingFact;

@@ -359,6 +359,12 @@ fn path_slot<'a>(path: &Path, needs: &'a mut Needs) -> Option<&'a mut PathUse> {
             Some(_) => Some(needs.paths.entry((false, segs(path))).or_default()),
             None => None,
         },
+        // `principal.X` is the fact `facts.principal.X`.
+        PathRoot::Principal => {
+            let mut in_facts = vec![Seg::Key("principal".into())];
+            in_facts.extend(segs(path));
+            Some(needs.paths.entry((false, in_facts)).or_default())
+        }
     }
 }
 
@@ -811,7 +817,8 @@ fn fill(base: &Request, dims: &[Dim], pick: &[usize]) -> Request {
     if fields_present || !fields.is_empty() {
         r.facts.fields = Some(fields);
     }
-    if let Value::Object(o) = other {
+    if let Value::Object(mut o) = other {
+        r.facts.principal = o.remove("principal");
         r.facts.other = o;
     }
     r.calls[0].args = args;

@@ -120,6 +120,9 @@ impl Compiler {
                 segs,
             });
         }
+        if path.root == PathRoot::Principal {
+            return self.principal_path(path, segs);
+        }
         let Some((Seg::Key(first), rest)) = segs.split_first() else {
             self.error(
                 Diagnostic::error(path.span, "a `facts` path needs a key")
@@ -167,6 +170,14 @@ impl Compiler {
                 );
                 None
             }
+            schema::PRINCIPAL => {
+                let written = path.display();
+                self.error(
+                    Diagnostic::error(path.span, format!("`{written}` is written `principal.…`"))
+                        .with_help(format!("write `{}`", written.trim_start_matches("facts."))),
+                );
+                None
+            }
             schema::APPROVALS => {
                 self.error(
                     Diagnostic::error(path.span, "`facts.approvals` cannot be read by path")
@@ -179,6 +190,52 @@ impl Compiler {
                 segs: rest.into(),
             }),
         }
+    }
+
+    /// Lowers `principal.sub`, `principal.tenant` or `principal.claims.NAME…`; any other
+    /// part is an error with a did-you-mean.
+    fn principal_path(&mut self, path: &ast::Path, segs: Box<[Seg]>) -> Option<ValuePath> {
+        let parts = "`principal.sub`, `principal.tenant` or `principal.claims.NAME`";
+        let first = match segs.first() {
+            Some(Seg::Key(k)) => k.clone(),
+            _ => {
+                self.error(
+                    Diagnostic::error(path.span, "a `principal` path needs a part")
+                        .with_help(format!("write {parts}")),
+                );
+                return None;
+            }
+        };
+        let scalar = matches!(&*first, schema::SUB | schema::TENANT);
+        if scalar && segs.len() > 1 {
+            self.error(
+                Diagnostic::error(path.span, format!("`principal.{first}` has no fields"))
+                    .with_help("a principal's own claims are read as `principal.claims.NAME`"),
+            );
+            return None;
+        }
+        if &*first == schema::CLAIMS && segs.len() < 2 {
+            self.error(
+                Diagnostic::error(path.span, "`principal.claims` needs a claim name")
+                    .with_help("write `principal.claims.NAME`, e.g. `principal.claims.role`"),
+            );
+            return None;
+        }
+        if !scalar && &*first != schema::CLAIMS {
+            let mut d = Diagnostic::error(path.span, format!("a principal has no part `{first}`"));
+            d = match crate::principal::meant(&first) {
+                Some(meant) => d.with_help(format!("did you mean `principal.{meant}`?")),
+                None => d.with_help(format!(
+                    "write {parts}; other claims of a token are under `principal.claims`"
+                )),
+            };
+            self.error(d);
+            return None;
+        }
+        Some(ValuePath {
+            root: Root::Principal,
+            segs,
+        })
     }
 
     /// Lowers a call of a built-in: binds its arguments to the registry entry's parameters

@@ -584,6 +584,10 @@ impl Proof {
                 steps.push(SeedStep::Key(key.to_string()));
                 true
             }
+            Root::Principal => {
+                steps.push(SeedStep::Key(crate::schema::PRINCIPAL.to_string()));
+                true
+            }
             _ => return,
         };
         steps.extend(path.segs.iter().map(|s| match s {

@@ -168,10 +168,10 @@ impl Builder {
         for part in p.into_inner() {
             match part.as_rule() {
                 Rule::path_root => {
-                    root = if part.as_str() == "facts" {
-                        PathRoot::Facts
-                    } else {
-                        PathRoot::Args
+                    root = match part.as_str() {
+                        "facts" => PathRoot::Facts,
+                        "principal" => PathRoot::Principal,
+                        _ => PathRoot::Args,
                     }
                 }
                 Rule::path_key => segments.push(PathSegment::Key(part.as_str().to_string())),
