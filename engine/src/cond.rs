@@ -339,6 +339,12 @@ pub(crate) fn lookup<'a>(path: &ValuePath, env: &Env<'a>) -> Lookup<'a> {
     }
 }
 
+/// The value at an argument path (`path.root` is `Args`) of `args`.
+pub(crate) fn arg_at<'a>(args: &'a Value, path: &ValuePath) -> Option<&'a Value> {
+    debug_assert!(path.root == Root::Args);
+    walk(args, &path.segs)
+}
+
 fn walk<'a>(mut v: &'a Value, segs: &[Seg]) -> Option<&'a Value> {
     for seg in segs {
         v = match (seg, v) {

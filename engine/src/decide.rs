@@ -93,6 +93,9 @@ enum Outcome {
     Part(RuleId, u16),
     /// The rule denied because a URL it checks is ambiguous, for this reason.
     Url(RuleId, Ambiguity),
+    /// It passed every check, but the call would take this budget (its index) past its
+    /// limit, or its amount is not a number of at least 0.
+    Budget(u16),
 }
 
 /// What asked a person about a call: a set latch that `asks` for its tool (its index), or a
@@ -147,6 +150,9 @@ struct Batch<'a> {
     /// so a second call with the same digest in the batch asks again. Empty (no allocation)
     /// unless an approval is used.
     used: std::cell::RefCell<Vec<crate::approval::Raw>>,
+    /// What the allowed calls of this batch have consumed so far, per budget. Empty (no
+    /// allocation) until a call of a tool with a budget passes every other check.
+    spent: std::cell::RefCell<Vec<f64>>,
 }
 
 /// A request's `session` and `turn` fields.
@@ -236,6 +242,16 @@ pub(crate) enum Check<'a> {
         rule: Option<RuleId>,
         /// Whether the approval was given.
         approved: bool,
+    },
+    /// A budget the tool consumes from: what the call would take (`None`: its amount is not
+    /// a number of at least 0), what was left before it, and whether it fits.
+    Budget {
+        /// The budget's index.
+        budget: usize,
+        /// The call's amount.
+        amount: Option<f64>,
+        /// What the batch had left of the budget before this call.
+        left: f64,
     },
     /// One of the tool's rules: its value, whether the call got past it, and what it read.
     Rule {
@@ -446,6 +462,7 @@ impl Policy {
             | Outcome::Whitelist(_)
             | Outcome::Turns(_) => DenyKind::Stage,
             Outcome::Latch(_) => DenyKind::Latch,
+            Outcome::Budget(_) => DenyKind::Budget,
             Outcome::AskLatch(_) | Outcome::AskRule(_) => DenyKind::Ask,
             Outcome::Rule(r) | Outcome::Part(r, _) | Outcome::Url(r, _) => {
                 self.rules[r.index()].kind
@@ -467,6 +484,7 @@ impl Policy {
             Outcome::Latch(l) => &self.latches[usize::from(l)].refusal,
             Outcome::AskLatch(l) => &self.latches[usize::from(l)].ask_reason,
             Outcome::AskRule(r) => &self.rules[r.index()].ask_reason,
+            Outcome::Budget(b) => &self.budgets[usize::from(b)].refusal,
             Outcome::Rule(r) => &self.rules[r.index()].refusal,
             Outcome::Part(r, k) => {
                 let rule = &self.rules[r.index()];
@@ -527,6 +545,7 @@ impl Policy {
             facts,
             ids,
             used: Default::default(),
+            spent: Default::default(),
         };
         let mut memo = Memo::new();
         for (slot, call) in out.iter_mut().zip(calls) {
@@ -574,8 +593,12 @@ impl Policy {
     ) -> Response {
         let stage = facts.stage();
         let mut decisions = Vec::with_capacity(calls.len());
+        // The budgets' consumption replayed in request order, so a budget denial can say
+        // what was left (the verdicts stay 8 bytes).
+        let mut spent = vec![0.0; self.budgets.len()];
         for (call, v) in calls.iter().zip(verdicts) {
             let v = self.pinpoint(*v, call, facts);
+            let budget_reason = self.budget_reason(v, call, &mut spent);
             let (mut detokenise, mut opaque_tokens) = (Vec::new(), Vec::new());
             let sanitise_output = match v.0 {
                 Outcome::Allow { tool: id, .. } => {
@@ -614,7 +637,7 @@ impl Policy {
                     Outcome::UnknownStage => Some(Arc::from(stage.unwrap_or_default())),
                     _ => self.denied_by_arc(v).cloned(),
                 },
-                reason: self.refusal(v).cloned(),
+                reason: budget_reason.or_else(|| self.refusal(v).cloned()),
                 fail_open: v.fail_open(),
                 detokenise,
                 opaque_tokens,
@@ -638,6 +661,7 @@ impl Policy {
             Outcome::NoStage => &self.fixed.rule_no_stage,
             Outcome::Whitelist(s) | Outcome::Turns(s) => &self.stages[s.index()].name,
             Outcome::Latch(l) | Outcome::AskLatch(l) => &self.latches[usize::from(l)].name,
+            Outcome::Budget(b) => &self.budgets[usize::from(b)].name,
             Outcome::Rule(r) | Outcome::Part(r, _) | Outcome::Url(r, _) | Outcome::AskRule(r) => {
                 &self.rules[r.index()].name
             }
@@ -809,14 +833,115 @@ impl Policy {
         batch: &Batch<'_>,
         trace: &mut T,
     ) -> Outcome {
-        match ask {
+        let budgeted = !self.tools[tool.index()].budgets.is_empty();
+        if budgeted {
+            if let Some(over) = self.over_budget(tool, call, batch, trace) {
+                return over;
+            }
+        }
+        let outcome = match ask {
             None => Outcome::Allow {
                 fail_open,
                 approved: false,
                 tool,
             },
             Some(by) => self.ask_or_approved(by, fail_open, tool, call, batch, trace),
+        };
+        // Only an allowed call consumes: a denial or an ask takes nothing.
+        if budgeted && matches!(outcome, Outcome::Allow { .. }) {
+            let mut spent = batch.spent.borrow_mut();
+            for &b in self.tools[tool.index()].budgets.iter() {
+                let amount = self.budget_amount(usize::from(b), call).unwrap_or(0.0);
+                spent[usize::from(b)] += amount;
+            }
         }
+        outcome
+    }
+
+    /// For the response, in request order: the refusal of a budget denial, with what is
+    /// left; an allowed call's amounts are added to `spent` as the judge added them.
+    fn budget_reason<C: CallLike>(
+        &self,
+        v: Verdict,
+        call: &C,
+        spent: &mut [f64],
+    ) -> Option<Arc<str>> {
+        match v.0 {
+            Outcome::Allow { tool, .. } => {
+                for &b in self.tools[tool.index()].budgets.iter() {
+                    spent[usize::from(b)] +=
+                        self.budget_amount(usize::from(b), call).unwrap_or(0.0);
+                }
+                None
+            }
+            Outcome::Budget(b) => {
+                let index = usize::from(b);
+                let info = &self.budgets[index];
+                let left = crate::text::number((info.max - spent[index]).max(0.0));
+                Some(
+                    match self.budget_amount(index, call) {
+                        None => format!(
+                            "{}: `{}` must be a number of at least 0 for the budget to count it",
+                            info.refusal,
+                            info.sum.as_ref().map(|p| p.text()).unwrap_or_default()
+                        ),
+                        Some(amount) => format!(
+                            "{} ({left} of {} left in this batch; this call needs {})",
+                            info.refusal,
+                            crate::text::number(info.max),
+                            crate::text::number(amount)
+                        ),
+                    }
+                    .into(),
+                )
+            }
+            _ => None,
+        }
+    }
+
+    /// The first budget of `tool` the call does not fit in, in source order: its amount is
+    /// not a number of at least 0, or the batch's allowed calls have already taken so much
+    /// that it would pass the limit. Out of line: a tool without budgets never calls it.
+    #[cold]
+    #[inline(never)]
+    fn over_budget<C: CallLike, T: Trace>(
+        &self,
+        tool: ToolId,
+        call: &C,
+        batch: &Batch<'_>,
+        trace: &mut T,
+    ) -> Option<Outcome> {
+        let mut spent = batch.spent.borrow_mut();
+        if spent.is_empty() {
+            spent.resize(self.budgets.len(), 0.0);
+        }
+        for &b in self.tools[tool.index()].budgets.iter() {
+            let index = usize::from(b);
+            let amount = self.budget_amount(index, call);
+            let left = self.budgets[index].max - spent[index];
+            trace.record(Check::Budget {
+                budget: index,
+                amount,
+                left,
+            });
+            match amount {
+                Some(a) if a <= left => {}
+                _ => return Some(Outcome::Budget(b)),
+            }
+        }
+        None
+    }
+
+    /// What a call consumes from budget `index`: 1 for `count`, else the argument it sums
+    /// when that is a finite number of at least 0 (`None` otherwise: a negative amount would
+    /// give budget back, so it is refused like a missing one).
+    pub(crate) fn budget_amount<C: CallLike>(&self, index: usize, call: &C) -> Option<f64> {
+        let Some(path) = &self.budgets[index].sum else {
+            return Some(1.0);
+        };
+        crate::cond::arg_at(call.args(), path)
+            .and_then(serde_json::Value::as_f64)
+            .filter(|n| n.is_finite() && *n >= 0.0)
     }
 
     /// [`Policy::settle`] for a call that asks: out of line, so the judge of a policy

@@ -180,6 +180,32 @@ impl Trace for Recorder<'_> {
                 passed,
                 env,
             } => self.rule(rule, truth, passed, env),
+            Check::Budget {
+                budget,
+                amount,
+                left,
+            } => {
+                let b = &self.policy.budgets[budget];
+                let left_text = crate::text::number(left);
+                let (passed, detail) = match amount {
+                    None => (
+                        false,
+                        format!(
+                            "`{}` is not a number of at least 0, so the budget cannot count it",
+                            b.sum.as_ref().map(|p| p.text()).unwrap_or_default()
+                        ),
+                    ),
+                    Some(a) => (
+                        a <= left,
+                        format!(
+                            "the call takes {}; the batch has {left_text} of {} left",
+                            crate::text::number(a),
+                            crate::text::number(b.max)
+                        ),
+                    ),
+                };
+                self.push(format!("budget {}", b.name), passed, detail);
+            }
             Check::Ask {
                 latch,
                 rule,

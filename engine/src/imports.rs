@@ -311,5 +311,6 @@ fn item_name(item: &Item) -> Option<&str> {
         | Item::Detokenise(_)
         | Item::SanitiseOutput(_)
         | Item::Approvals(_) => None,
+        Item::Budget(b) => Some(&b.name.name),
     }
 }

@@ -26,6 +26,8 @@ pub struct Policy {
     pub(crate) stages: Vec<StageInfo>,
     pub(crate) latches: Vec<LatchInfo>,
     pub(crate) rules: Vec<RuleInfo>,
+    /// The budgets, in source order.
+    pub(crate) budgets: Box<[BudgetInfo]>,
     pub(crate) host_lists: Vec<HostList>,
     /// True when some tool has `detokenise` permissions: only then are arguments scanned for
     /// vault tokens while the response is built.
@@ -72,6 +74,22 @@ pub(crate) struct ToolInfo {
     pub(crate) detokenise: Box<[crate::vault::Permit]>,
     /// Whether the tool's output must be re-sanitised before the model sees it.
     pub(crate) sanitise_output: bool,
+    /// The budgets (indexes into `Policy::budgets`) a call of this tool consumes from.
+    pub(crate) budgets: Box<[u16]>,
+}
+
+/// One budget (`budget NAME for TOOLS { .. per batch }`): what an allowed call of its
+/// tools consumes, and the most a batch may consume.
+#[derive(Debug)]
+pub(crate) struct BudgetInfo {
+    pub(crate) name: Arc<str>,
+    /// `None` for `count` (one per call); else the argument path `sum` adds up.
+    pub(crate) sum: Option<crate::cond::ValuePath>,
+    pub(crate) max: f64,
+    pub(crate) scope: toolgate_lang::ast::BudgetScope,
+    /// The author's refusal, else the engine's sentence for the limit; a decision adds
+    /// what is left.
+    pub(crate) refusal: Arc<str>,
 }
 
 /// One stage.

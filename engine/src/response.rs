@@ -43,6 +43,9 @@ pub enum DenyKind {
     /// can block, or that sets one, is denied rather than judged without it. The engine never
     /// gives this kind itself: a server that keeps turn state does (`toolgate serve --state`).
     State,
+    /// A budget (`budget NAME for TOOLS { .. }`) has too little left for the call, or the
+    /// amount it would consume is not a number of at least 0. The refusal says what is left.
+    Budget,
     /// Not a refusal: the call needs a person's approval first (`ask when`, a latch's
     /// `asks`). The decision's `approval` is the digest an approval must carry. An executor
     /// that does not know asks treats this like any denial, so asking fails closed.
@@ -62,6 +65,7 @@ impl DenyKind {
             DenyKind::Rule => "rule",
             DenyKind::State => "state",
             DenyKind::Ask => "ask",
+            DenyKind::Budget => "budget",
         }
     }
 }

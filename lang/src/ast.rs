@@ -52,6 +52,76 @@ pub enum Item {
     SanitiseOutput(SanitiseDecl),
     /// `approvals { valid_for DURATION }`: how long an ask's approval may be used.
     Approvals(ApprovalsDecl),
+    /// `budget NAME for TOOLS { count|sum PATH <= N [within DURATION] per SCOPE }`.
+    Budget(BudgetDecl),
+}
+
+/// `budget daily_refunds for refund { sum args.amount <= 500 within 24h per principal }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetDecl {
+    /// The budget's name, reported in denials.
+    pub name: Ident,
+    /// The tools (or classes) whose calls it counts.
+    pub targets: Vec<Selector>,
+    /// The limit; `None` only after a syntax error was reported (the compiler refuses a
+    /// budget without one).
+    pub limit: Option<BudgetLimit>,
+    /// The author's refusal text.
+    pub refusal: Option<Spanned<String>>,
+    /// The whole declaration.
+    pub span: Span,
+}
+
+/// `sum args.amount <= 500 within 24h per principal`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetLimit {
+    /// What a call consumes.
+    pub measure: BudgetMeasure,
+    /// The most that may be consumed in one scope (and window).
+    pub max: Spanned<f64>,
+    /// `within DURATION`: a sliding window; none counts over the whole scope.
+    pub within: Option<Spanned<Duration>>,
+    /// `per SCOPE`: whose calls are counted together.
+    pub per: Spanned<BudgetScope>,
+    /// The whole limit.
+    pub span: Span,
+}
+
+/// What a call consumes from a budget.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BudgetMeasure {
+    /// `count`: one per allowed call.
+    Count,
+    /// `sum PATH`: the number at the path (an argument, usually).
+    Sum(Path),
+}
+
+/// Whose calls a budget counts together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BudgetScope {
+    /// The calls of one batch (needs no state).
+    Batch,
+    /// The batches of one user turn.
+    Turn,
+    /// The batches of one session.
+    Session,
+    /// Every session of one principal (`principal.sub`).
+    Principal,
+    /// Every session of one tenant (`principal.tenant`).
+    Tenant,
+}
+
+impl BudgetScope {
+    /// The scope as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetScope::Batch => "batch",
+            BudgetScope::Turn => "turn",
+            BudgetScope::Session => "session",
+            BudgetScope::Principal => "principal",
+            BudgetScope::Tenant => "tenant",
+        }
+    }
 }
 
 /// `approvals { valid_for 10m }`.

@@ -28,6 +28,7 @@ impl Compiler {
                 detokenise: Box::new([]),
                 // Third-party content can carry identifiers the vault never saw.
                 sanitise_output: *class == ToolClass::Ingest,
+                budgets: Box::new([]),
             })
             .collect();
         let mut tool_rules: Vec<Vec<RuleId>> = vec![Vec::new(); n];
@@ -199,7 +200,8 @@ impl Compiler {
                 | Item::Hosts(_)
                 | Item::Invariant(_)
                 | Item::Use(_)
-                | Item::Approvals(_) => {}
+                | Item::Approvals(_)
+                | Item::Budget(_) => {}
             }
         }
 
@@ -225,8 +227,10 @@ impl Compiler {
             rule.memo = slots.next();
         }
         let approval_window = self.approval_window(ast);
+        let budgets = self.budgets(ast, &mut tools);
         Some(Parts {
             approval_window,
+            budgets,
             tool_index: self.tool_index.clone(),
             tools,
             stage_index,
@@ -237,7 +241,7 @@ impl Compiler {
         })
     }
 
-    fn duplicate_name(&mut self, what: &str, name: &ast::Ident, first: Span) {
+    pub(super) fn duplicate_name(&mut self, what: &str, name: &ast::Ident, first: Span) {
         self.error(
             Diagnostic::error(
                 name.span,

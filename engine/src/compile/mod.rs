@@ -27,6 +27,7 @@ use toolgate_lang::ast::{
 use toolgate_lang::{Diagnostic, SourceFile, Span};
 
 mod approvals;
+mod budgets;
 mod checks;
 mod declarations;
 mod invariants;
@@ -110,6 +111,7 @@ struct Parts {
     rules: Vec<RuleInfo>,
     host_lists: Vec<HostList>,
     approval_window: std::time::Duration,
+    budgets: Vec<crate::policy::BudgetInfo>,
 }
 
 impl Parts {
@@ -136,6 +138,7 @@ impl Parts {
             stages: self.stages,
             latches: self.latches,
             rules: self.rules,
+            budgets: self.budgets.into_boxed_slice(),
             host_lists: self.host_lists,
             custom_facts: custom_facts.into_boxed_slice(),
             vault_aware,

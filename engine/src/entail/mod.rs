@@ -181,7 +181,53 @@ pub fn data_widenings(new: &Policy, old: &Policy, tool: &str) -> Vec<String> {
     if info(old, tool).is_some_and(|o| o.sanitise_output) && !n.sanitise_output {
         out.push(format!("`{tool}`'s output is no longer re-sanitised"));
     }
+    if let Some(o) = info(old, tool) {
+        budget_widenings(new, n, old, o, tool, &mut out);
+    }
     out
+}
+
+/// Each budget of OLD that counts `tool` must be kept by one of NEW's for it: the same
+/// measure (`count`, or `sum` of the same argument), scope and window, and a limit no higher.
+/// Anything else (a budget dropped, a higher limit, another measure, scope or window) is
+/// reported: a lower limit only narrows, and where a change might widen, the gate holds it.
+fn budget_widenings(
+    new: &Policy,
+    n: &crate::policy::ToolInfo,
+    old: &Policy,
+    o: &crate::policy::ToolInfo,
+    tool: &str,
+    out: &mut Vec<String>,
+) {
+    for &ob in o.budgets.iter() {
+        let before = &old.budgets[usize::from(ob)];
+        let kept = n.budgets.iter().any(|&nb| {
+            let after = &new.budgets[usize::from(nb)];
+            after.sum == before.sum && after.scope == before.scope && after.max <= before.max
+        });
+        if kept {
+            continue;
+        }
+        let same_measure = n.budgets.iter().find(|&&nb| {
+            let after = &new.budgets[usize::from(nb)];
+            after.sum == before.sum && after.scope == before.scope
+        });
+        out.push(match same_measure {
+            Some(&nb) => format!(
+                "`{tool}`'s budget `{}` rises from {} to {} per {}",
+                before.name,
+                crate::text::number(before.max),
+                crate::text::number(new.budgets[usize::from(nb)].max),
+                before.scope.as_str()
+            ),
+            None => format!(
+                "`{tool}` is no longer held to budget `{}` ({} per {})",
+                before.name,
+                crate::text::number(before.max),
+                before.scope.as_str()
+            ),
+        });
+    }
 }
 
 /// Whether `p` is a test that admits only literals (`in [..]`, `== LIT`) on an argument, and

@@ -197,6 +197,7 @@ impl Layout<'_> {
                 | Rule::latch_decl
                 | Rule::hosts_decl
                 | Rule::rule_decl
+                | Rule::budget_decl
                 | Rule::approvals_decl => self.block(part.clone(), next),
                 Rule::detokenise_decl => self.detokenise(part.clone(), next),
                 _ => {
@@ -259,6 +260,7 @@ impl Layout<'_> {
             Rule::latch_decl => "latch",
             Rule::hosts_decl => "hosts",
             Rule::approvals_decl => "approvals",
+            Rule::budget_decl => "budget",
             _ => "rule",
         };
         let mut inner = p.into_inner();
@@ -269,7 +271,7 @@ impl Layout<'_> {
             format!("{keyword} {name}")
         };
         let mut targets = None;
-        if keyword == "rule" {
+        if keyword == "rule" || keyword == "budget" {
             targets = inner.next();
         }
         let entries: Vec<Pair<'_, Rule>> = inner.collect();
@@ -423,6 +425,35 @@ impl Layout<'_> {
                 };
                 let value = inner.next().map(|v| text(&v)).unwrap_or_default();
                 self.p.line(1, &format!("{kw} {value}"), r, true);
+            }
+            Rule::budget_limit => {
+                // `count <= 20 within 1h per session`: each part as written, one space apart.
+                let words: Vec<String> = inner
+                    .flat_map(|part| {
+                        let lead = match part.as_rule() {
+                            Rule::budget_within => Some("within"),
+                            Rule::budget_per => Some("per"),
+                            Rule::number => Some("<="),
+                            _ => None,
+                        };
+                        let rest: Vec<String> = match part.as_rule() {
+                            Rule::number => vec![text(&part)],
+                            // `count`, or `sum PATH` (its keyword and path).
+                            Rule::budget_measure => part
+                                .into_inner()
+                                .flat_map(|m| match m.as_rule() {
+                                    Rule::budget_sum => {
+                                        m.into_inner().map(|x| text(&x)).collect::<Vec<_>>()
+                                    }
+                                    _ => vec![text(&m)],
+                                })
+                                .collect(),
+                            _ => part.into_inner().map(|x| text(&x)).collect(),
+                        };
+                        lead.map(String::from).into_iter().chain(rest)
+                    })
+                    .collect();
+                self.p.line(1, &words.join(" "), r, true);
             }
             Rule::require => {
                 let cond = inner.next().map(expr::top).unwrap_or_default();

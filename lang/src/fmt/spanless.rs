@@ -99,6 +99,23 @@ fn erase_policy(p: &mut Policy) {
                 d.span = Span::default();
                 d.targets.iter_mut().for_each(selector);
             }
+            Item::Budget(b) => {
+                b.span = Span::default();
+                ident(&mut b.name);
+                b.targets.iter_mut().for_each(selector);
+                opt(&mut b.refusal);
+                if let Some(l) = &mut b.limit {
+                    l.span = Span::default();
+                    l.max.span = Span::default();
+                    l.per.span = Span::default();
+                    if let Some(w) = &mut l.within {
+                        w.span = Span::default();
+                    }
+                    if let BudgetMeasure::Sum(path) = &mut l.measure {
+                        path.span = Span::default();
+                    }
+                }
+            }
             Item::Approvals(d) => {
                 d.span = Span::default();
                 if let Some(v) = &mut d.valid_for {

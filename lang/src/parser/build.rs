@@ -97,6 +97,7 @@ impl Builder {
                 Item::SanitiseOutput(SanitiseDecl { targets, span })
             }
             Rule::approvals_decl => Item::Approvals(self.approvals_decl(p)),
+            Rule::budget_decl => Item::Budget(self.budget_decl(p)),
             _ => return None,
         })
     }
@@ -111,31 +112,122 @@ impl Builder {
             if valid_for.is_some() {
                 self.duplicate("valid_for", self.span(&entry));
             }
-            let Some(d) = entry.into_inner().next() else {
-                continue;
-            };
-            let text = d.as_str();
-            let (digits, unit) = text.split_at(text.len() - 1);
-            let unit = match unit {
-                "s" => DurationUnit::Seconds,
-                "m" => DurationUnit::Minutes,
-                _ => DurationUnit::Hours,
-            };
-            // The grammar admits digits only; a count past u64 is refused where it is.
-            match digits.parse::<u64>() {
-                Ok(count) => {
-                    valid_for = Some(Spanned {
-                        node: Duration { count, unit },
-                        span: self.span(&d),
-                    })
-                }
-                Err(_) => self.errors.push(
-                    Diagnostic::error(self.span(&d), "this duration is too long")
-                        .with_help("write it in a larger unit (`s`, `m` or `h`)"),
-                ),
+            if let Some(d) = entry.into_inner().next() {
+                valid_for = self.duration(&d).or(valid_for);
             }
         }
         ApprovalsDecl { valid_for, span }
+    }
+
+    /// A `duration` (`30s`, `10m`, `24h`); a count past u64 is refused where it is written.
+    fn duration(&mut self, d: &Pair<'_, Rule>) -> Option<Spanned<Duration>> {
+        let text = d.as_str();
+        let (digits, unit) = text.split_at(text.len() - 1);
+        let unit = match unit {
+            "s" => DurationUnit::Seconds,
+            "m" => DurationUnit::Minutes,
+            _ => DurationUnit::Hours,
+        };
+        // The grammar admits digits only.
+        match digits.parse::<u64>() {
+            Ok(count) => Some(Spanned {
+                node: Duration { count, unit },
+                span: self.span(d),
+            }),
+            Err(_) => {
+                self.errors.push(
+                    Diagnostic::error(self.span(d), "this duration is too long")
+                        .with_help("write it in a larger unit (`s`, `m` or `h`)"),
+                );
+                None
+            }
+        }
+    }
+
+    pub(super) fn budget_decl(&mut self, p: Pair<'_, Rule>) -> BudgetDecl {
+        let span = self.span(&p);
+        let mut inner = p.into_inner();
+        let name = self.name_or_empty(inner.next(), span);
+        let targets = self.selectors(inner.next());
+        let mut budget = BudgetDecl {
+            name,
+            targets,
+            limit: None,
+            refusal: None,
+            span,
+        };
+        for entry in inner {
+            let espan = self.span(&entry);
+            match entry.as_rule() {
+                Rule::budget_limit => {
+                    if budget.limit.is_some() {
+                        self.duplicate("a limit", espan);
+                    }
+                    budget.limit = self.budget_limit(entry).or(budget.limit);
+                }
+                Rule::refusal => {
+                    if budget.refusal.is_some() {
+                        self.duplicate("refusal", espan);
+                    }
+                    budget.refusal = self.refusal(entry);
+                }
+                _ => {}
+            }
+        }
+        budget
+    }
+
+    fn budget_limit(&mut self, p: Pair<'_, Rule>) -> Option<BudgetLimit> {
+        let span = self.span(&p);
+        let mut measure = None;
+        let mut max = None;
+        let mut within = None;
+        let mut per = None;
+        for part in p.into_inner() {
+            match part.as_rule() {
+                Rule::budget_measure => {
+                    let m = part.into_inner().next()?;
+                    measure = Some(match m.as_rule() {
+                        Rule::budget_sum => {
+                            let path = m.into_inner().find(|x| x.as_rule() == Rule::path)?;
+                            BudgetMeasure::Sum(self.path(path))
+                        }
+                        _ => BudgetMeasure::Count,
+                    });
+                }
+                Rule::number => {
+                    max = Some(Spanned {
+                        node: self.number(&part),
+                        span: self.span(&part),
+                    })
+                }
+                Rule::budget_within => {
+                    within = part.into_inner().next().and_then(|d| self.duration(&d));
+                }
+                Rule::budget_per => {
+                    let s = part.into_inner().next()?;
+                    let node = match s.as_str() {
+                        "batch" => BudgetScope::Batch,
+                        "turn" => BudgetScope::Turn,
+                        "session" => BudgetScope::Session,
+                        "principal" => BudgetScope::Principal,
+                        _ => BudgetScope::Tenant,
+                    };
+                    per = Some(Spanned {
+                        node,
+                        span: self.span(&s),
+                    });
+                }
+                _ => {}
+            }
+        }
+        Some(BudgetLimit {
+            measure: measure?,
+            max: max?,
+            within,
+            per: per?,
+            span,
+        })
     }
 
     pub(super) fn use_decl(&mut self, p: Pair<'_, Rule>) -> UseDecl {

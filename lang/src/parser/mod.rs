@@ -40,6 +40,7 @@ pub(super) const ITEM_KEYWORDS: &[&str] = &[
     "detokenise",
     "sanitise_output",
     "approvals",
+    "budget",
 ];
 
 /// pest's error-detail switch is one process-wide flag, read once when a parse starts. It is

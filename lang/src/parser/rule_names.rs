@@ -77,6 +77,18 @@ pub(crate) fn friendly(rule: Rule) -> &'static str {
         Rule::token_kind => "a token kind (e.g. `SORT_CODE`) or `any`",
         Rule::sanitise_decl => "`sanitise_output`",
         Rule::approvals_decl => "`approvals`",
+        Rule::budget_decl => "`budget`",
+        Rule::budget_entry => "a limit or `refusal`",
+        Rule::budget_limit => {
+            "a limit (`count <= N per SCOPE`, `sum PATH <= N [within DURATION] per SCOPE`)"
+        }
+        Rule::budget_measure => "`count` or `sum PATH`",
+        Rule::budget_sum => "`sum PATH`",
+        Rule::budget_within => "`within DURATION`",
+        Rule::budget_per => "`per batch|turn|session|principal|tenant`",
+        Rule::budget_scope => "`batch`, `turn`, `session`, `principal` or `tenant`",
+        Rule::kw_count => "`count`",
+        Rule::kw_sum => "`sum`",
         Rule::approvals_entry => "`valid_for DURATION`",
         Rule::valid_for => "`valid_for DURATION`",
         Rule::duration => "a duration (`30s`, `10m`, `24h`)",
