@@ -165,7 +165,7 @@ pub async fn hook(
                     response,
                     None,
                     (Some(session), event.turn()),
-                    None,
+                    (None, None),
                     false,
                 );
                 super::tracing_otel::attach(&state, &mut reply, response, &id);
