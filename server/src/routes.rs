@@ -641,7 +641,7 @@ impl AppState {
         let flips = self
             .shadow
             .as_ref()
-            .and_then(|shadow| shadow.compare(&response, |p| Some(p.decide(&request))));
+            .and_then(|shadow| shadow.compare(policy, &response, |p| Some(p.decide(&request))));
         let id = self.recorded(
             started,
             &response,
@@ -752,7 +752,7 @@ impl AppState {
         let flips = self
             .shadow
             .as_ref()
-            .and_then(|shadow| shadow.compare(&response, |p| seen.judge(p, text)));
+            .and_then(|shadow| shadow.compare(policy, &response, |p| seen.judge(p, text)));
         let id = self.recorded(
             started,
             &response,

@@ -123,6 +123,18 @@ pub fn flip<'d>(live: &'d Decision, shadow: &'d Decision) -> Option<&'d str> {
     )
 }
 
+/// `rule` (the element `d` names, from [`flip`]) as a metric label: as it is, but for a
+/// stage denial naming a stage `policy` does not declare, which is the request's own `stage`
+/// fact (an unknown stage): a label per string a client sends would grow the series without
+/// bound, so it is `stage`. Every other name is one the policy declares, or a fixed word.
+fn label_of<'a>(rule: &'a str, d: &Decision, policy: &Policy) -> &'a str {
+    if d.kind == Some(DenyKind::Stage) && !policy.stages().any(|s| s == rule) {
+        "stage"
+    } else {
+        rule
+    }
+}
+
 /// What a batch on the one-pass path carried into the serving policy's request besides its
 /// own text: the turn's latch state and the approvals taken from the book. Kept only with
 /// `--shadow` ([`Seen::new`]`(false)` keeps nothing), so the shadow can judge the same
@@ -245,8 +257,12 @@ impl Shadow {
     /// same module (`judge` runs it; `None` from it compares nothing), counts what flipped,
     /// and returns the flips when any call flipped. A batch whose module the shadow set
     /// lacks is counted under `toolgate_shadow_missing_total` and compared with nothing.
+    ///
+    /// `serving` is the policy that answered: a flip's `rule` label must be a name the policy
+    /// whose decision made the difference declares, or a fixed word ([`label_of`]).
     pub fn compare(
         &self,
+        serving: &Policy,
         live: &Response,
         judge: impl FnOnce(&Policy) -> Option<Response>,
     ) -> Option<Flips> {
@@ -266,6 +282,10 @@ impl Shadow {
             .zip(shadow.decisions)
             .map(|(l, s)| {
                 let rule = flip(l, &s)?;
+                let rule = match s.allow {
+                    true => label_of(rule, l, serving),
+                    false => label_of(rule, &s, policy),
+                };
                 if let Ok(mut flips) = self.flips.lock() {
                     let key = (live.policy.clone(), Arc::from(rule), word(l), word(&s));
                     *flips.entry(key).or_default() += 1;

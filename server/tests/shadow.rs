@@ -497,3 +497,20 @@ async fn an_approved_ask_is_no_flip_and_the_shadow_records_no_ask() {
         vec![r#"toolgate_shadow_flips_total{policy="shop",rule="refunds",from="ask",to="deny"} 1"#]
     );
 }
+
+#[tokio::test]
+async fn an_unknown_stage_is_no_label_of_its_own() {
+    // The shadow renames stage `main`: a batch in `main` is in an unknown stage for it, and
+    // its denial names the request's stage, which must not become a label value.
+    let renamed = strict().replace("stage main", "stage primary");
+    let shop = shop(&renamed).await;
+    decide(&shop.app, batch("t1", &[("refund", 20.0)])).await;
+    assert_eq!(
+        shadow_series(&shop.app).await,
+        vec![r#"toolgate_shadow_flips_total{policy="shop",rule="stage",from="allow",to="deny"} 1"#]
+    );
+    let lines = log_lines(shop).await;
+    // The log keeps what the shadow said, stage name and all.
+    assert_eq!(lines[0]["decisions"][0]["shadow"]["rule"], "main");
+    assert_eq!(lines[0]["decisions"][0]["shadow"]["kind"], "stage");
+}
