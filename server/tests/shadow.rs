@@ -514,3 +514,40 @@ async fn an_unknown_stage_is_no_label_of_its_own() {
     assert_eq!(lines[0]["decisions"][0]["shadow"]["rule"], "main");
     assert_eq!(lines[0]["decisions"][0]["shadow"]["kind"], "stage");
 }
+
+#[tokio::test]
+async fn a_hook_call_is_shadowed_and_its_session_is_the_serving_sets() {
+    let shop = shop(&strict()).await;
+    let app = &shop.app;
+    let url = "/v1/hooks/claude-code";
+    let prompt =
+        json!({"session_id": "h1", "prompt_id": "p1", "hook_event_name": "UserPromptSubmit"});
+    assert_eq!(post(app, url, prompt).await.1, json!({}));
+    let call = |id: &str, tool: &str, amount: f64| {
+        json!({"session_id": "h1", "prompt_id": "p1", "hook_event_name": "PreToolUse",
+               "tool_name": tool, "tool_input": {"amount": amount}, "tool_use_id": id})
+    };
+    // Allowed by the serving set (`{}`: no objection), denied by the shadow: one flip.
+    assert_eq!(
+        post(app, url, call("u1", "refund", 300.0)).await.1,
+        json!({})
+    );
+    // The shadow's fetch would latch the turn; the session is the serving set's, so the
+    // next refund is judged unlatched by both: no flip.
+    assert_eq!(post(app, url, call("u2", "fetch", 1.0)).await.1, json!({}));
+    assert_eq!(
+        post(app, url, call("u3", "refund", 20.0)).await.1,
+        json!({})
+    );
+    assert_eq!(
+        shadow_series(app).await,
+        vec![
+            r#"toolgate_shadow_flips_total{policy="shop",rule="small_refunds",from="allow",to="deny"} 1"#
+        ]
+    );
+    assert_eq!(metric(app, "toolgate_shadow_batches_total").await, Some(3));
+    let lines = log_lines(shop).await;
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[0]["decisions"][0]["shadow"]["rule"], "small_refunds");
+    assert!(lines[2]["decisions"][0].get("shadow").is_none());
+}
