@@ -218,3 +218,37 @@ fn serve_refuses_a_shadow_that_does_not_load() {
     assert!(stderr.contains("shop.gate"), "{stderr}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_batch_judged_while_the_state_store_is_down_is_not_compared() {
+    let shadow = temp_dir("serve-shadow-down-set");
+    std::fs::write(shadow.join("shop.gate"), STRICT).unwrap();
+    // Nothing listens on port 9: the store is down, and the server judges fail-closed.
+    let server = start(
+        "serve-shadow-down",
+        &[("shop.gate", LIVE)],
+        &[
+            "--shadow",
+            shadow.to_str().unwrap(),
+            "--poll-ms",
+            "0",
+            "--state",
+            "redis://127.0.0.1:9",
+        ],
+    );
+    let mut body = refunds(&[300]);
+    body["session"] = json!("s1");
+    body["turn"] = json!("t1");
+    let (status, v) = post_json(&server.addr, "/v1/decide", &body);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["session"], "unavailable", "{v}");
+    let (_, metrics) = http(&server.addr, "GET", "/metrics", &[], b"");
+    assert!(
+        metrics.contains("\ntoolgate_shadow_batches_total 0\n"),
+        "{metrics}"
+    );
+    // Without a session the store is not asked: compared as usual.
+    post_json(&server.addr, "/v1/decide", &refunds(&[300]));
+    assert_eq!(flips(&server.addr).len(), 1);
+    let _ = std::fs::remove_dir_all(shadow);
+}

@@ -639,8 +639,7 @@ impl AppState {
         // The request as the serving policy last judged it: its latch state carried in, the
         // book's approvals granted.
         let flips = self
-            .shadow
-            .as_ref()
+            .shadowing(origin)
             .and_then(|shadow| shadow.compare(policy, &response, |p| Some(p.decide(&request))));
         let id = self.recorded(
             started,
@@ -750,8 +749,7 @@ impl AppState {
         let headless = keeper.headless();
         keeper.finish(policy, &response, t, |i| request.call_args(i));
         let flips = self
-            .shadow
-            .as_ref()
+            .shadowing(origin)
             .and_then(|shadow| shadow.compare(policy, &response, |p| seen.judge(p, text)));
         let id = self.recorded(
             started,
@@ -762,6 +760,15 @@ impl AppState {
             headless,
         );
         Some(Ok((response, origin, id)))
+    }
+
+    /// The shadow set to compare a batch with, if any: none for a batch judged while the
+    /// shared turn-state store was unavailable, whose answer is the server's fail-closed
+    /// one (every latch assumed, `state` denials), not a reading of the policy.
+    fn shadowing(&self, origin: Option<Origin>) -> Option<&super::shadow::Shadow> {
+        self.shadow
+            .as_ref()
+            .filter(|_| origin != Some(Origin::Unavailable))
     }
 
     /// A batch judged against the turn-state store: the response and where its state came
