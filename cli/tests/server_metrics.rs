@@ -106,3 +106,30 @@ fn metrics_follow_prometheus_naming_and_name_the_serving_revision() {
     assert_eq!(metric(&text, &info(&first)), None, "{text}");
     assert_eq!(text.matches("toolgate_policy_info{").count(), 1, "{text}");
 }
+
+#[test]
+fn shadow_metrics_follow_the_same_naming() {
+    let shadow = temp_dir("metrics-shadow-set");
+    std::fs::write(shadow.join("gate.gate"), POLICY_B).unwrap();
+    let s = start(
+        "metrics-shadow",
+        &[("gate.gate", POLICY_A)],
+        &["--poll-ms", "0", "--shadow", shadow.to_str().unwrap()],
+    );
+    let (st, _) = post_json(&s.addr, "/v1/decide", &batch("send"));
+    assert_eq!(st, 200);
+    let (_, text) = http(&s.addr, "GET", "/metrics", &[], b"");
+    let types = check_names(&text);
+    for (name, kind) in [
+        ("toolgate_shadow_flips_total", "counter"),
+        ("toolgate_shadow_missing_total", "counter"),
+        ("toolgate_shadow_batches_total", "counter"),
+        ("toolgate_shadow_policies_loaded", "gauge"),
+    ] {
+        assert_eq!(types.get(name).map(String::as_str), Some(kind), "{name}");
+    }
+    // `send` is outside the shadow's stage: denied by the stage, named by it.
+    let flip = r#"toolgate_shadow_flips_total{policy="gate",rule="main",from="allow",to="deny"}"#;
+    assert_eq!(metric(&text, flip), Some(1.0), "{text}");
+    let _ = std::fs::remove_dir_all(shadow);
+}

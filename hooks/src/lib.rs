@@ -182,6 +182,7 @@ impl<'a> Judge<'a> {
         Handled {
             answer,
             response: None,
+            request: None,
         }
     }
 
@@ -204,6 +205,7 @@ impl<'a> Judge<'a> {
                         reason: format!("Blocked: {e}."),
                     },
                     response: None,
+                    request: None,
                 }
             }
         };
@@ -248,6 +250,7 @@ impl<'a> Judge<'a> {
         Handled {
             answer,
             response: Some(response),
+            request: Some(request),
         }
     }
 }
@@ -261,4 +264,8 @@ pub struct Handled {
     pub answer: Answer,
     /// The one-call batch's response.
     pub response: Option<Response>,
+    /// The one-call batch `response` answers, as it was judged (the session's latches and
+    /// calls in its facts), so another policy can judge the same call: the server's shadow
+    /// mode does (`toolgate serve --shadow`).
+    pub request: Option<Request>,
 }

@@ -67,6 +67,14 @@ pub struct Config {
     /// The bearer token of `/v1/approvals` (`--approver-token`), besides the admin token:
     /// who may approve need not be who may reload.
     pub approver_token: Option<String>,
+    /// A shadow policy set (`--shadow PATH`): a directory of `.gate` files, or one file,
+    /// loaded like [`Config::policies`]' directory and judged beside it on every
+    /// `/v1/decide` batch without ever answering; where it decides a call otherwise, the
+    /// decision log and `/metrics` say so (docs/server.md, "Shadow mode"). It is watched
+    /// (every [`Config::poll`]) and reloaded by `POST /v1/reload` and SIGHUP like the serving
+    /// set, without the reload gate. A shadow set that does not load at startup stops the
+    /// server. Default `None`.
+    pub shadow: Option<PathBuf>,
 }
 
 /// What the server does with a call that asks a person (`--ask`).
@@ -108,6 +116,7 @@ impl Config {
             reload_on_sighup: false,
             ask: AskMode::Deny,
             approver_token: None,
+            shadow: None,
         }
     }
 }

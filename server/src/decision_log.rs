@@ -96,6 +96,9 @@ pub(super) struct LineDecision<'a> {
     pub(super) id: &'a str,
     pub(super) kind: Option<DenyKind>,
     pub(super) rule: Option<&'a str>,
+    /// What the shadow set (`--shadow`) decided, where it flipped this call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) shadow: Option<crate::shadow::ShadowLine<'a>>,
     pub(super) tool: &'a str,
 }
 
@@ -115,6 +118,8 @@ pub struct Entry<'a> {
     pub session_state: Option<Origin>,
     /// Whether `--ask allow-logged` let this batch's asks run.
     pub headless: bool,
+    /// The calls the shadow set (`--shadow`) decided otherwise, if any did.
+    pub shadow: Option<&'a crate::shadow::Flips>,
 }
 
 /// The sending side of the log, shared by the handlers.
@@ -294,10 +299,15 @@ impl DecisionLog {
             response,
             session_state,
             headless,
+            shadow,
         } = entry;
         let guard = self.tx.load();
         let Some(tx) = guard.as_ref() else { return };
-        if self.mode == LogMode::Denials && response.decisions.iter().all(|d| d.allow) {
+        // A batch the shadow set would have denied part of is logged under `denials` too.
+        if self.mode == LogMode::Denials
+            && shadow.is_none()
+            && response.decisions.iter().all(|d| d.allow)
+        {
             return;
         }
         let ts_ms = crate::clock::now_ms();
@@ -310,13 +320,15 @@ impl DecisionLog {
             decisions: response
                 .decisions
                 .iter()
-                .map(|d| LineDecision {
+                .enumerate()
+                .map(|(i, d)| LineDecision {
                     allow: d.allow,
                     approval: d.approval.as_deref(),
                     headless: headless && d.allow && d.approval.is_some(),
                     id: &d.id,
                     kind: d.kind,
                     rule: d.rule.as_deref(),
+                    shadow: shadow.and_then(|f| f.line(i)),
                     tool: &d.tool,
                 })
                 .collect(),

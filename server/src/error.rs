@@ -44,6 +44,14 @@ pub enum ServerError {
     /// A signal handler could not be installed.
     #[error(transparent)]
     Signal(#[from] crate::signals::SignalError),
+    /// The shadow policy set (`--shadow`) did not load at startup.
+    #[error("--shadow `{}`: the shadow policies do not load:\n{diagnostics}", path.display())]
+    Shadow {
+        /// The shadow path as configured.
+        path: PathBuf,
+        /// Why: the rendered diagnostics, or the loader's error.
+        diagnostics: String,
+    },
     /// The configuration asks for a part this build was compiled without.
     #[error(
         "{}: this build has no {} support; rebuild with --features {}",

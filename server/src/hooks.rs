@@ -160,12 +160,21 @@ pub async fn hook(
         Ok(handled) => {
             let mut reply = answer(agent, &handled.answer);
             if let Some(response) = &handled.response {
+                // The shadow set judges the call as the hook judge built it; nothing of its
+                // decision reaches the session or the agent.
+                let flips = state
+                    .shadow
+                    .as_ref()
+                    .zip(handled.request.as_ref())
+                    .and_then(|(shadow, request)| {
+                        shadow.compare(policy, response, |p| Some(p.decide(request)))
+                    });
                 let id = state.recorded(
                     started,
                     response,
                     None,
                     (Some(session), event.turn()),
-                    None,
+                    (None, flips.as_ref()),
                     false,
                 );
                 super::tracing_otel::attach(&state, &mut reply, response, &id);

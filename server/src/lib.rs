@@ -80,6 +80,7 @@ mod off;
 mod reload_gate;
 mod routes;
 mod server;
+mod shadow;
 mod state;
 mod turn_state;
 
@@ -117,4 +118,5 @@ pub use error::{Feature, ServerError, StateError};
 pub use limits::Limits;
 pub use reload_gate::Widening;
 pub use server::{router, run, Server};
+pub use shadow::{flip as shadow_flip, word as decision_word};
 pub use toolgate_turns::SessionLimits;

@@ -1,6 +1,7 @@
 //! Loading a policy directory: compile every `*.gate` file, all or nothing.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::SystemTime;
 use toolgate_engine::PolicySet;
 
@@ -16,6 +17,74 @@ pub struct LoadReport {
     /// Rendered diagnostics when it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+impl LoadReport {
+    /// An attempt made now by `trigger`.
+    pub fn now(ok: bool, trigger: &str, error: Option<String>) -> LoadReport {
+        LoadReport {
+            ok,
+            at_ms: crate::clock::now_ms(),
+            trigger: trigger.to_string(),
+            error,
+        }
+    }
+}
+
+/// What a policy store's loads came to: the last one that swapped a set in, and the last
+/// attempt. The live set and the shadow set (`--shadow`) each keep one.
+#[derive(Debug, Default)]
+pub struct Loads {
+    last_ok: Mutex<Option<LoadReport>>,
+    last_attempt: Mutex<Option<LoadReport>>,
+}
+
+impl Loads {
+    /// Records a load that swapped its set in: the last success and the last attempt.
+    pub fn applied(&self, report: LoadReport) {
+        if let Ok(mut g) = self.last_ok.lock() {
+            *g = Some(report.clone());
+        }
+        self.attempted(report);
+    }
+
+    /// Records an attempt that swapped nothing in.
+    pub fn attempted(&self, report: LoadReport) {
+        if let Ok(mut g) = self.last_attempt.lock() {
+            *g = Some(report);
+        }
+    }
+
+    /// The last load that swapped a set in.
+    pub fn last_ok(&self) -> Option<LoadReport> {
+        self.last_ok.lock().map(|g| g.clone()).unwrap_or(None)
+    }
+
+    /// The last attempt, successful or not.
+    pub fn last_attempt(&self) -> Option<LoadReport> {
+        self.last_attempt.lock().map(|g| g.clone()).unwrap_or(None)
+    }
+}
+
+/// Runs `build` (which compiles policies, and may take a while) on tokio's blocking pool, so
+/// a load never holds up the async threads that serve decisions.
+pub async fn off_thread<T: Send + 'static>(
+    build: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(build)
+        .await
+        .unwrap_or_else(|_| Err("the load task stopped".into()))
+}
+
+/// Says on stderr that a load of `what` (`reload`, `shadow reload`) failed and which
+/// generation still serves. Diagnostics quote names and source lines from the files: any
+/// control character in them is escaped, so no line of theirs reads as the server's.
+pub fn say_failed(what: &str, trigger: &str, generation: u64, set: &PolicySet, diagnostics: &str) {
+    eprintln!(
+        "toolgate: {what} ({trigger}) failed; still serving generation {generation} ({}):\n{}",
+        describe(set),
+        toolgate_loader::log_text::escape_keeping_lines(diagnostics)
+    );
 }
 
 /// A cheap summary of the directory (names, sizes, modification times) to notice changes.

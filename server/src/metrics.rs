@@ -197,10 +197,7 @@ impl Metrics {
                 self.connections_total.load(Relaxed),
             ),
         ] {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-            );
+            unlabelled(&mut out, "counter", name, help, v);
         }
         let _ = writeln!(
             out,
@@ -235,7 +232,7 @@ impl Metrics {
                 gauges.policies,
             ),
         ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+            unlabelled(&mut out, "gauge", name, help, v);
         }
         out
     }
@@ -258,8 +255,23 @@ pub fn render_policy_info(set: &toolgate_engine::PolicySet, out: &mut String) {
     }
 }
 
+/// One series without labels, with its `HELP` and `TYPE` lines: `kind` is `counter` or
+/// `gauge`.
+pub(crate) fn unlabelled(
+    out: &mut String,
+    kind: &str,
+    name: &str,
+    help: &str,
+    value: impl std::fmt::Display,
+) {
+    let _ = writeln!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+    );
+}
+
 /// A label value with `\`, `"` and newlines escaped, as the text format requires.
-fn label(v: &str) -> String {
+pub(crate) fn label(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")

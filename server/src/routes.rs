@@ -4,6 +4,7 @@ use super::api_error::ApiError;
 use super::approvals::batch::Keeper;
 use super::decision_log::Entry;
 use super::metrics::Gauges;
+use super::shadow::{Flips, Seen};
 use super::state::{AppState, ReloadError};
 use super::turn_state::Judged as TurnJudged;
 use axum::body::Bytes;
@@ -263,8 +264,8 @@ pub(super) fn loaded_names(set: &PolicySet) -> String {
 /// `GET /v1/policies`.
 pub async fn policies(State(state): Shared) -> Json<Value> {
     let set = state.store.snapshot();
-    let loaded = state.last_ok.lock().map(|g| g.clone()).unwrap_or(None);
-    let last = state.last_attempt.lock().map(|g| g.clone()).unwrap_or(None);
+    let loaded = state.loads.last_ok();
+    let last = state.loads.last_attempt();
     let list: Vec<Value> = set
         .iter()
         .map(|p| {
@@ -285,6 +286,7 @@ pub async fn policies(State(state): Shared) -> Json<Value> {
         "last_reload": last,
         "bundle": state.bundle.as_ref().map(|b| b.status()),
         "pending": state.gate.pending_json(),
+        "shadow": state.shadow.as_ref().map(|s| s.status()),
     }))
 }
 
@@ -304,7 +306,7 @@ pub async fn health(State(state): Shared) -> Response {
         .into_response();
     }
     let (turn_state, up) = state.sessions.health().await;
-    let last = state.last_attempt.lock().map(|g| g.clone()).unwrap_or(None);
+    let last = state.loads.last_attempt();
     let status = if up { "ok" } else { "degraded" };
     let (sessions, waiting, approved) = state.approvals.held();
     let approvals =
@@ -324,6 +326,11 @@ pub async fn health(State(state): Shared) -> Response {
     if let Some(failed) = last.filter(|r| !r.ok) {
         body["status"] = "degraded".into();
         body["last_reload"] = json!(failed);
+    }
+    // Reported, but never `degraded` on its own: the shadow set answers nothing, so a
+    // shadow that failed to load says nothing about whether this server serves correctly.
+    if let Some(shadow) = &state.shadow {
+        body["shadow"] = shadow.status();
     }
     Json(body).into_response()
 }
@@ -345,6 +352,9 @@ pub async fn metrics(State(state): Shared) -> Response {
     }
     text.push_str(&state.log.render_metrics());
     text.push_str(&state.gate.render_metrics());
+    if let Some(shadow) = &state.shadow {
+        shadow.render_metrics(&mut text);
+    }
     (
         [(
             axum::http::header::CONTENT_TYPE,
@@ -388,8 +398,19 @@ pub async fn reload(
         }
         None => None,
     };
+    // The shadow set reloads on every explicit reload, whatever becomes of the serving set.
+    let shadow = state.reload_shadow("api").await.map(|r| match r {
+        Ok(generation) => json!({"ok": true, "generation": generation}),
+        Err(error) => json!({"ok": false, "error": error}),
+    });
     match state.clone().reload("api", digest).await {
-        Ok(generation) => Ok(Json(json!({"ok": true, "generation": generation})).into_response()),
+        Ok(generation) => {
+            let mut body = json!({"ok": true, "generation": generation});
+            if let Some(shadow) = shadow {
+                body["shadow"] = shadow;
+            }
+            Ok(Json(body).into_response())
+        }
         Err(ReloadError::Failed(diagnostics)) => {
             Err(ApiError::unprocessable("reload_failed", diagnostics))
         }
@@ -615,12 +636,17 @@ impl AppState {
         keeper.finish(policy, &response, request.turn.as_deref(), |i| {
             request.calls.get(i).map(|c| &c.args)
         });
+        // The request as the serving policy last judged it: its latch state carried in, the
+        // book's approvals granted.
+        let flips = self
+            .shadowing(origin)
+            .and_then(|shadow| shadow.compare(policy, &response, |p| Some(p.decide(&request))));
         let id = self.recorded(
             started,
             &response,
             origin,
             (request.session.as_deref(), request.turn.as_deref()),
-            Some(&request),
+            (Some(&request), flips.as_ref()),
             headless,
         );
         Ok((response, origin, id))
@@ -684,26 +710,30 @@ impl AppState {
             session.as_ref().map(|(s, _)| s.as_str()),
             started,
         );
-        let mut decide = |request: &mut toolgate_engine::ReadRequest<'_>| {
+        // What is carried into the request besides its text, kept only for the shadow set.
+        let mut seen = Seen::new(self.shadow.is_some());
+        let mut decide = |request: &mut toolgate_engine::ReadRequest<'_>, seen: &mut Seen| {
             let first = policy.decide_read(request);
             match keeper.again(&first) {
                 None => first,
                 Some(approvals) => {
                     request.grant(&approvals);
+                    seen.granted(&approvals);
                     policy.decide_read(request)
                 }
             }
         };
         let (response, origin) = match &session {
-            None => (decide(&mut request), None),
+            None => (decide(&mut request, &mut seen), None),
             Some((s, t)) => {
                 let judged = self
                     .sessions
                     .judge(policy, (s, t), started, |carried| {
                         if let Some(c) = carried {
                             request.carry(c);
+                            seen.carried(c);
                         }
-                        decide(&mut request)
+                        decide(&mut request, &mut seen)
                     })
                     .await;
                 match self.with_state(judged) {
@@ -718,8 +748,27 @@ impl AppState {
             .unzip();
         let headless = keeper.headless();
         keeper.finish(policy, &response, t, |i| request.call_args(i));
-        let id = self.recorded(started, &response, origin, (s, t), None, headless);
+        let flips = self
+            .shadowing(origin)
+            .and_then(|shadow| shadow.compare(policy, &response, |p| seen.judge(p, text)));
+        let id = self.recorded(
+            started,
+            &response,
+            origin,
+            (s, t),
+            (None, flips.as_ref()),
+            headless,
+        );
         Some(Ok((response, origin, id)))
+    }
+
+    /// The shadow set to compare a batch with, if any: none for a batch judged while the
+    /// shared turn-state store was unavailable, whose answer is the server's fail-closed
+    /// one (every latch assumed, `state` denials), not a reading of the policy.
+    fn shadowing(&self, origin: Option<Origin>) -> Option<&super::shadow::Shadow> {
+        self.shadow
+            .as_ref()
+            .filter(|_| origin != Some(Origin::Unavailable))
     }
 
     /// A batch judged against the turn-state store: the response and where its state came
@@ -733,14 +782,14 @@ impl AppState {
 
     /// What every judging path does after a decision (both `/v1/decide` paths and
     /// `/v1/hooks`): a decision id, the metrics and the log entry (with the request itself
-    /// only on the strict path).
+    /// only on the strict path, and what the shadow set decided otherwise, if anything).
     pub(super) fn recorded(
         &self,
         started: Instant,
         response: &Decided,
         origin: Option<Origin>,
         (session, turn): (Option<&str>, Option<&str>),
-        request: Option<&Request>,
+        (request, shadow): (Option<&Request>, Option<&Flips>),
         headless: bool,
     ) -> String {
         let id = self.next_decision_id();
@@ -760,6 +809,7 @@ impl AppState {
                 response,
                 session_state: origin,
                 headless,
+                shadow,
             },
             &self.metrics,
         );

@@ -8,7 +8,7 @@ use super::error::{Feature, ServerError};
 use super::state::{self, AppState};
 use super::turn_state::{HookSessions, TurnState};
 use super::{
-    approvals_routes, bundle, conn, guard, hooks, loader, log_shipper, reload_gate, routes,
+    approvals_routes, bundle, conn, guard, hooks, loader, log_shipper, reload_gate, routes, shadow,
     tracing_otel,
 };
 use axum::extract::DefaultBodyLimit;
@@ -18,7 +18,7 @@ use axum::Router;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use toolgate_engine::PolicyStore;
@@ -86,8 +86,7 @@ impl Server {
             default_policy: config.default_policy,
             admin_token: config.admin_token,
             loopback: config.addr.ip().is_loopback(),
-            last_ok: Mutex::new(None),
-            last_attempt: Mutex::new(None),
+            loads: loader::Loads::default(),
             gate: reload_gate::GateState::new(config.widening),
             reload_lock: tokio::sync::Mutex::new(0),
             counter: AtomicU64::new(0),
@@ -101,7 +100,18 @@ impl Server {
             approvals: Default::default(),
             ask: config.ask,
             approver_token: config.approver_token.filter(|t| !t.is_empty()),
+            shadow: config.shadow.map(shadow::Shadow::new),
         });
+        // A shadow set that does not load is a mistake in the command line or the files, and
+        // there is no answer it could degrade to: the server does not start.
+        if let Some(Err(diagnostics)) = state.reload_shadow("startup").await {
+            let path = state.shadow.as_ref().map(|s| s.path().to_path_buf());
+            return Err(ServerError::Shadow {
+                path: path.unwrap_or_default(),
+                diagnostics: toolgate_loader::log_text::escape_keeping_lines(&diagnostics)
+                    .into_owned(),
+            });
+        }
         // A failed first load still starts the server: /health says 503 until a reload works.
         let _ = state.clone().reload("startup", None).await;
         state.sessions.announce().await?;
@@ -115,7 +125,18 @@ impl Server {
         if let Some(b) = &state.bundle {
             tasks.push(tokio::spawn(bundle::poll(state.clone(), b.poll_every())));
         } else if !config.poll.is_zero() {
-            tasks.push(tokio::spawn(watch(state.clone(), config.poll)));
+            tasks.push(tokio::spawn(watch(
+                state.clone(),
+                config.poll,
+                Watched::Serving,
+            )));
+        }
+        if state.shadow.is_some() && !config.poll.is_zero() {
+            tasks.push(tokio::spawn(watch(
+                state.clone(),
+                config.poll,
+                Watched::Shadow,
+            )));
         }
         tasks.push(tokio::spawn(sweep(state.clone(), limits.ttl)));
         if let Some(hup) = hup {
@@ -242,8 +263,12 @@ pub async fn run(
 /// still being written is caught three ways: the change must be stable for that interval, a
 /// load during which the directory changed is discarded (and retried at the next poll), and
 /// a prefix that happens to compile is held back by the reload gate when it widens.
-async fn watch(state: Arc<AppState>, every: Duration) {
-    let dir = state.dir.clone();
+async fn watch(state: Arc<AppState>, every: Duration, watched: Watched) {
+    let dir = match (&watched, &state.shadow) {
+        (Watched::Shadow, Some(shadow)) => shadow.path().to_path_buf(),
+        (Watched::Shadow, None) => return,
+        (Watched::Serving, _) => state.dir.clone(),
+    };
     let mut last = loader::fingerprint(&dir);
     loop {
         tokio::time::sleep(every).await;
@@ -257,8 +282,23 @@ async fn watch(state: Arc<AppState>, every: Duration) {
             continue;
         }
         last = settled;
-        let _ = state.clone().reload("watch", None).await;
+        match watched {
+            Watched::Serving => {
+                let _ = state.clone().reload("watch", None).await;
+            }
+            Watched::Shadow => {
+                let _ = state.reload_shadow("watch").await;
+            }
+        }
     }
+}
+
+/// Which policy set a directory watcher reloads.
+enum Watched {
+    /// The serving set, through the reload gate.
+    Serving,
+    /// The shadow set (`--shadow`).
+    Shadow,
 }
 
 async fn sweep(state: Arc<AppState>, ttl: Duration) {
@@ -274,6 +314,7 @@ async fn sweep(state: Arc<AppState>, ttl: Duration) {
 
 async fn on_sighup(state: Arc<AppState>, mut hup: super::signals::Reload) {
     while hup.recv().await {
+        let _ = state.reload_shadow("sighup").await;
         let _ = state.clone().reload("sighup", None).await;
     }
 }

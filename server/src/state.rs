@@ -5,14 +5,14 @@ use super::config::HttpLimits;
 use super::decision_log::DecisionLog;
 use super::guard::Origins;
 use super::limits::Limits;
-use super::loader::{load_complete, LoadReport};
+use super::loader::{load_complete, off_thread, say_failed, LoadReport, Loads};
 use super::metrics::Metrics;
 use super::reload_gate::{reload_gate, GateOutcome, GateState, Source};
 use super::turn_state::TurnState;
 use axum::http::{HeaderMap, StatusCode};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use toolgate_engine::{PolicySet, PolicyStore};
 
 /// Shared server state.
@@ -44,10 +44,8 @@ pub struct AppState {
     pub admin_token: Option<String>,
     /// Whether the server listens on loopback only.
     pub loopback: bool,
-    /// The last successful load.
-    pub last_ok: Mutex<Option<LoadReport>>,
-    /// The last load attempt, successful or not.
-    pub last_attempt: Mutex<Option<LoadReport>>,
+    /// The last successful load and the last attempt, successful or not.
+    pub loads: Loads,
     /// The reload gate's mode, held change and counters.
     pub gate: GateState,
     /// Serialises reloads so generations are numbered in order.
@@ -66,6 +64,9 @@ pub struct AppState {
     pub ask: super::config::AskMode,
     /// The bearer token of `/v1/approvals` besides the admin token (`--approver-token`).
     pub approver_token: Option<String>,
+    /// The shadow policy set (`--shadow`): judged beside the serving set, never answering.
+    /// `None` costs the decision path one check.
+    pub shadow: Option<super::shadow::Shadow>,
 }
 
 use crate::clock::now_ms;
@@ -160,6 +161,15 @@ impl AppState {
         .await
     }
 
+    /// Reloads the shadow set (`--shadow`) through its one install path
+    /// ([`super::shadow::Shadow::install`]), when there is one: the same triggers as the
+    /// serving set, never the reload gate (the shadow answers nothing). `None` without
+    /// `--shadow`; else the shadow generation now serving, or why the load failed.
+    pub async fn reload_shadow(&self, trigger: &str) -> Option<Result<u64, String>> {
+        let shadow = self.shadow.as_ref()?;
+        Some(shadow.install(trigger, self.deny_warnings).await)
+    }
+
     /// The one place a new policy set is swapped in, for a directory and a bundle alike:
     /// `build` makes the set for the next generation (off the async threads), then the
     /// reload gate ([`super::reload_gate::reload_gate`]) compares it with the serving set: a
@@ -201,7 +211,7 @@ impl AppState {
         let next = *generation + 1;
         let serving = self.store.snapshot();
         let widening = self.gate.widening;
-        let result: Result<_, String> = tokio::task::spawn_blocking(move || {
+        let result = off_thread(move || {
             let set = build(next)?;
             let built = match digest {
                 Some(d) => d,
@@ -217,14 +227,8 @@ impl AppState {
             // A held bundle is named by its bytes' digest, a directory by its set's.
             Ok((set, outcome, Some(built), changed))
         })
-        .await
-        .unwrap_or_else(|_| Err("the load task stopped".into()));
-        let report = |ok: bool, error: Option<String>| LoadReport {
-            ok,
-            at_ms: now_ms(),
-            trigger: trigger.to_string(),
-            error,
-        };
+        .await;
+        let report = |ok: bool, error: Option<String>| LoadReport::now(ok, trigger, error);
         match result {
             Ok((set, GateOutcome::Apply { diff }, _, _)) => {
                 let serving = super::loader::describe(&set);
@@ -232,13 +236,7 @@ impl AppState {
                 *generation = next;
                 self.gate.applied(diff.as_ref(), trigger);
                 self.metrics.reloads_ok.fetch_add(1, Relaxed);
-                let r = report(true, None);
-                if let Ok(mut g) = self.last_ok.lock() {
-                    *g = Some(r.clone());
-                }
-                if let Ok(mut g) = self.last_attempt.lock() {
-                    *g = Some(r);
-                }
+                self.loads.applied(report(true, None));
                 eprintln!("toolgate: loaded generation {next} ({trigger}): {serving}");
                 Ok(next)
             }
@@ -255,9 +253,7 @@ impl AppState {
                     None => "POST /v1/reload".into(),
                 };
                 self.gate.hold(&diff, trigger, r.at_ms, *generation, digest);
-                if let Ok(mut g) = self.last_attempt.lock() {
-                    *g = Some(r);
-                }
+                self.loads.attempted(r);
                 if let Some(want) = changed {
                     let msg = format!(
                         "the policies changed since they were reported: {want} was reviewed, and what is on disk now is held as the new `pending`; nothing applied; review it, then apply it with {apply}"
@@ -271,17 +267,15 @@ impl AppState {
             }
             Err(diagnostics) => {
                 self.metrics.reloads_failed.fetch_add(1, Relaxed);
-                let serving = super::loader::describe(&self.store.snapshot());
-                // Diagnostics quote names and source lines from the bundle or directory: any
-                // control character in them is escaped, so no line of theirs reads as ours.
-                eprintln!(
-                    "toolgate: reload ({trigger}) failed; still serving generation {} ({serving}):\n{}",
+                say_failed(
+                    "reload",
+                    trigger,
                     *generation,
-                    toolgate_loader::log_text::escape_keeping_lines(&diagnostics)
+                    &self.store.snapshot(),
+                    &diagnostics,
                 );
-                if let Ok(mut g) = self.last_attempt.lock() {
-                    *g = Some(report(false, Some(diagnostics.clone())));
-                }
+                self.loads
+                    .attempted(report(false, Some(diagnostics.clone())));
                 Err(ReloadError::Failed(diagnostics))
             }
         }

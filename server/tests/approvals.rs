@@ -5,14 +5,13 @@
 //! agents, and every ask, answer and use is in the decision log.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use axum::body::Body;
-use axum::http::{header, Request, StatusCode};
+mod support;
+
+use axum::http::StatusCode;
 use axum::Router;
-use http_body_util::BodyExt;
 use serde_json::{json, Value};
-use std::path::PathBuf;
-use toolgate_server::{router, AskMode, Config, LogSink, PolicySource, Server};
-use tower::ServiceExt;
+use support::{get, log_lines, post, serve, Served};
+use toolgate_server::{AskMode, Config};
 
 const SHOP: &str = r#"module shop
 write refund
@@ -23,63 +22,16 @@ rule refunds for refund {
 }
 "#;
 
-struct Shop {
-    server: Server,
-    app: Router,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
+/// A server over one policy, and its decision log.
+type Shop = Served;
 
 /// A server over `policy`, logging to a file, configured further by `tune`.
 async fn shop_with(policy: &str, tune: impl FnOnce(&mut Config)) -> Shop {
-    let dir = tempfile::tempdir().unwrap();
-    let policies = dir.path().join("policies");
-    std::fs::create_dir(&policies).unwrap();
-    std::fs::write(policies.join("shop.gate"), policy).unwrap();
-    let log = dir.path().join("decisions.log");
-    let mut config = Config::new(PolicySource::Path(policies));
-    config.addr = "127.0.0.1:0".parse().unwrap();
-    config.log.sink = LogSink::File(log.clone());
-    config.poll = std::time::Duration::ZERO;
-    tune(&mut config);
-    let server = Server::start(config).await.unwrap();
-    let app = router(&server);
-    Shop {
-        server,
-        app,
-        log,
-        _dir: dir,
-    }
+    serve(&[("shop.gate", policy)], |c, _| tune(c)).await
 }
 
 async fn shop() -> Shop {
     shop_with(SHOP, |_| {}).await
-}
-
-async fn send(app: &Router, request: Request<Body>) -> (StatusCode, Value) {
-    let response = app.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
-}
-
-async fn post(app: &Router, path: &str, token: Option<&str>, body: Value) -> (StatusCode, Value) {
-    let mut request = Request::post(path).header(header::CONTENT_TYPE, "application/json");
-    if let Some(t) = token {
-        request = request.header(header::AUTHORIZATION, format!("Bearer {t}"));
-    }
-    send(app, request.body(Body::from(body.to_string())).unwrap()).await
-}
-
-async fn get(app: &Router, path: &str, token: Option<&str>) -> (StatusCode, Value) {
-    let mut request = Request::get(path);
-    if let Some(t) = token {
-        request = request.header(header::AUTHORIZATION, format!("Bearer {t}"));
-    }
-    send(app, request.body(Body::empty()).unwrap()).await
 }
 
 /// A batch of refunds (by amount) in session `s1`, turn `t1`.
@@ -114,17 +66,6 @@ async fn answer(app: &Router, digest: &str, decision: &str) -> (StatusCode, Valu
         json!({"session": "s1", "approval": digest, "decision": decision, "approver": "dana"}),
     )
     .await
-}
-
-/// The decision log's lines, once the server has stopped.
-async fn log_lines(shop: Shop) -> Vec<Value> {
-    let Shop { server, log, .. } = shop;
-    server.shutdown().await;
-    std::fs::read_to_string(log)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 #[tokio::test]

@@ -125,6 +125,12 @@ pub struct Args {
     /// Milliseconds between polls of the policy directory (0 disables watching).
     #[arg(long, default_value_t = 1000)]
     poll_ms: u64,
+    /// Shadow mode: judge every decision request with the policies in PATH (a directory of
+    /// `.gate` files, or one file) too, without ever answering from them. Calls they decide
+    /// otherwise are counted (`toolgate_shadow_flips_total`) and described in the decision
+    /// log; PATH is watched and reloaded like DIR (docs/server.md, "Shadow mode").
+    #[arg(long, value_name = "PATH")]
+    shadow: Option<std::path::PathBuf>,
     /// The module a request that names no `policy` is judged by when several are loaded
     /// (without it, such a request is a 400 listing the loaded modules).
     #[arg(long, value_name = "NAME")]
@@ -286,6 +292,7 @@ pub fn config(args: &Args) -> Config {
         AskArg::AllowLogged => AskMode::AllowLogged,
     };
     config.default_policy = args.default_policy.clone();
+    config.shadow = args.shadow.clone();
     config.state = args.state.as_ref().map(|url| RedisConfig {
         url: url.clone(),
         timeout: Duration::from_millis(args.state_timeout_ms),
