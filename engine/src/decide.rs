@@ -250,8 +250,8 @@ pub(crate) enum Check<'a> {
         budget: usize,
         /// The call's amount.
         amount: Option<f64>,
-        /// What the batch had left of the budget before this call.
-        left: f64,
+        /// What was left of the budget before this call (`None`: its count is not known).
+        left: Option<f64>,
     },
     /// One of the tool's rules: its value, whether the call got past it, and what it read.
     Rule {
@@ -318,6 +318,23 @@ impl ReadRequest<'_> {
     /// ([`crate::is_approval_digest`]); one that has not approves nothing.
     pub fn grant(&mut self, approvals: &[String]) {
         self.view.facts.approvals = Some(approvals.iter().map(|a| a.clone().into()).collect());
+    }
+
+    /// Whether the request itself carries `facts.spent`.
+    pub fn has_spent(&self) -> bool {
+        self.view.facts.spent.is_some()
+    }
+
+    /// Sets `facts.spent` to `counts` (budget name, consumed so far): the counts a keeper
+    /// (the server) holds for the request's scopes. Names should be the policy's budgets
+    /// ([`Policy::budgets`]); a budget left out denies.
+    pub fn set_spent(&mut self, counts: Vec<(String, f64)>) {
+        self.view.facts.spent = Some(counts.into_iter().map(|(k, n)| (k.into(), n)).collect());
+    }
+
+    /// The request's `facts.principal`, if it carries one (or a keeper set one).
+    pub fn principal(&self) -> Option<&serde_json::Value> {
+        self.view.facts.principal.as_ref()
     }
 
     /// Whether the request itself carries `facts.principal`.
@@ -413,6 +430,7 @@ impl Policy {
         let facts = FactsRef::Borrowed(&view.facts);
         self.check_module(view.policy.as_deref())?;
         self.check_latch_names(facts.latched())?;
+        self.check_spent_names(facts)?;
         let mut stack = [Verdict::PENDING; ON_STACK];
         let mut heap = Vec::new();
         let verdicts = slots(&mut stack, &mut heap, view.calls.len());
@@ -435,6 +453,8 @@ impl Policy {
         let view = fast_json::parse(json, &self.custom_facts)?;
         self.check_module(view.policy.as_deref()).ok()?;
         self.check_latch_names(FactsRef::Borrowed(&view.facts).latched())
+            .ok()?;
+        self.check_spent_names(FactsRef::Borrowed(&view.facts))
             .ok()?;
         Some(ReadRequest { view })
     }
@@ -598,7 +618,7 @@ impl Policy {
         let mut spent = vec![0.0; self.budgets.len()];
         for (call, v) in calls.iter().zip(verdicts) {
             let v = self.pinpoint(*v, call, facts);
-            let budget_reason = self.budget_reason(v, call, &mut spent);
+            let budget_reason = self.budget_reason(v, call, facts, &mut spent);
             let (mut detokenise, mut opaque_tokens) = (Vec::new(), Vec::new());
             let sanitise_output = match v.0 {
                 Outcome::Allow { tool: id, .. } => {
@@ -627,6 +647,7 @@ impl Policy {
             };
             let approval =
                 asker.map(|by| crate::approval::text(&self.asked(by, call, ids).digest()));
+            let shadow_denials = self.shadow_denials(v, call, facts);
             // Built in its slot, with every field known first: the decision is not moved.
             decisions.push(Decision {
                 id: CallLabel::from(call.id()),
@@ -643,6 +664,7 @@ impl Policy {
                 opaque_tokens,
                 sanitise_output,
                 approval,
+                shadow_denials,
             });
         }
         Response {
@@ -650,6 +672,13 @@ impl Policy {
             revision: self.revision.clone(),
             latched: self.latch_state(latched, facts.latched()),
             decisions,
+            spent: self
+                .budgets
+                .iter()
+                .zip(spent)
+                .filter(|(b, n)| b.scope != crate::BudgetScope::Batch && *n > 0.0)
+                .map(|(b, n)| (b.name.clone(), n))
+                .collect(),
         }
     }
 
@@ -858,12 +887,47 @@ impl Policy {
         outcome
     }
 
+    /// The rules marked `shadow` that would deny a call that is allowed or asks: each judged
+    /// as the judge would (an absent fact passes a fail-open rule). Empty, with nothing
+    /// evaluated, for a tool without shadow rules.
+    fn shadow_denials<C: CallLike>(
+        &self,
+        v: Verdict,
+        call: &C,
+        facts: FactsRef<'_>,
+    ) -> Vec<Arc<str>> {
+        let tool = match v.0 {
+            Outcome::Allow { tool, .. } => tool,
+            Outcome::AskLatch(_) | Outcome::AskRule(_) => match self.tool_id(call.tool()) {
+                Some(t) => t,
+                None => return Vec::new(),
+            },
+            _ => return Vec::new(),
+        };
+        let shadow = &self.tools[tool.index()].shadow_rules;
+        if shadow.is_empty() {
+            return Vec::new();
+        }
+        let env = Env::new(call.args(), facts, &self.host_lists);
+        shadow
+            .iter()
+            .map(|&r| &self.rules[r.index()])
+            .filter(|rule| match rule.cond.eval(&env) {
+                Truth::True => false,
+                Truth::Unknown(ABSENT) => !rule.fail_open,
+                Truth::False | Truth::Unknown(_) => true,
+            })
+            .map(|rule| rule.name.clone())
+            .collect()
+    }
+
     /// For the response, in request order: the refusal of a budget denial, with what is
     /// left; an allowed call's amounts are added to `spent` as the judge added them.
     fn budget_reason<C: CallLike>(
         &self,
         v: Verdict,
         call: &C,
+        facts: FactsRef<'_>,
         spent: &mut [f64],
     ) -> Option<Arc<str>> {
         match v.0 {
@@ -877,7 +941,17 @@ impl Policy {
             Outcome::Budget(b) => {
                 let index = usize::from(b);
                 let info = &self.budgets[index];
-                let left = crate::text::number((info.max - spent[index]).max(0.0));
+                let Some(before) = self.spent_before(index, facts) else {
+                    return Some(
+                        format!(
+                            "{}: how much of it is used is not known (`facts.spent.{}` is missing), so nothing is taken to be left",
+                            info.refusal, info.name
+                        )
+                        .into(),
+                    );
+                };
+                let left = crate::text::number((info.max - before - spent[index]).max(0.0));
+                let per = crate::budget::per_text(info.scope, None);
                 Some(
                     match self.budget_amount(index, call) {
                         None => format!(
@@ -886,7 +960,7 @@ impl Policy {
                             info.sum.as_ref().map(|p| p.text()).unwrap_or_default()
                         ),
                         Some(amount) => format!(
-                            "{} ({left} of {} left in this batch; this call needs {})",
+                            "{} ({left} of {} left {per}; this call needs {})",
                             info.refusal,
                             crate::text::number(info.max),
                             crate::text::number(amount)
@@ -918,18 +992,39 @@ impl Policy {
         for &b in self.tools[tool.index()].budgets.iter() {
             let index = usize::from(b);
             let amount = self.budget_amount(index, call);
-            let left = self.budgets[index].max - spent[index];
+            // A budget over several batches starts from what its keeper says was consumed;
+            // without that count nothing is known to be left.
+            let Some(before) = self.spent_before(index, batch.facts) else {
+                trace.record(Check::Budget {
+                    budget: index,
+                    amount,
+                    left: None,
+                });
+                return Some(Outcome::Budget(b));
+            };
+            let left = self.budgets[index].max - before - spent[index];
+            let left = Some(left);
             trace.record(Check::Budget {
                 budget: index,
                 amount,
                 left,
             });
-            match amount {
-                Some(a) if a <= left => {}
+            match (amount, left) {
+                (Some(a), Some(left)) if a <= left => {}
                 _ => return Some(Outcome::Budget(b)),
             }
         }
         None
+    }
+
+    /// What budget `index`'s scope consumed before this batch: 0 for `per batch`, else
+    /// `facts.spent.NAME` (`None` when the keeper gave no count).
+    pub(crate) fn spent_before(&self, index: usize, facts: FactsRef<'_>) -> Option<f64> {
+        let b = &self.budgets[index];
+        if b.scope == crate::BudgetScope::Batch {
+            return Some(0.0);
+        }
+        facts.spent(&b.name)
     }
 
     /// What a call consumes from budget `index`: 1 for `count`, else the argument it sums

@@ -186,21 +186,29 @@ impl Trace for Recorder<'_> {
                 left,
             } => {
                 let b = &self.policy.budgets[budget];
-                let left_text = crate::text::number(left);
-                let (passed, detail) = match amount {
-                    None => (
+                let (passed, detail) = match (amount, left) {
+                    (_, None) => (
+                        false,
+                        format!(
+                            "how much of it is used is not known (`facts.spent.{}` is missing)",
+                            b.name
+                        ),
+                    ),
+                    (None, _) => (
                         false,
                         format!(
                             "`{}` is not a number of at least 0, so the budget cannot count it",
                             b.sum.as_ref().map(|p| p.text()).unwrap_or_default()
                         ),
                     ),
-                    Some(a) => (
+                    (Some(a), Some(left)) => (
                         a <= left,
                         format!(
-                            "the call takes {}; the batch has {left_text} of {} left",
+                            "the call takes {}; {} of {} is left {}",
                             crate::text::number(a),
-                            crate::text::number(b.max)
+                            crate::text::number(left.max(0.0)),
+                            crate::text::number(b.max),
+                            crate::budget::per_text(b.scope, None)
                         ),
                     ),
                 };

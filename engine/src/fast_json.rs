@@ -204,6 +204,18 @@ impl<'de> Visitor<'de> for FactsSeed<'_> {
                     }
                     facts.approvals = given;
                 }
+                key::SPENT => {
+                    facts.spent = map.next_value::<Option<Spent<'de>>>()?.map(|s| s.0);
+                    // A negative or non-finite count: the strict reader says which.
+                    if facts
+                        .spent
+                        .iter()
+                        .flatten()
+                        .any(|(_, n)| !crate::budget::valid_count(*n))
+                    {
+                        return Err(invalid());
+                    }
+                }
                 key::PRINCIPAL => {
                     facts.principal = match map.next_value_seed(ValueSeed::unexplained())? {
                         Value::Null => None,
@@ -255,6 +267,30 @@ impl<'de> Deserialize<'de> for Latched<'de> {
             }
         }
         d.deserialize_any(LatchedVisitor)
+    }
+}
+
+/// `spent`: an object of budget names and numbers (each checked by the caller).
+struct Spent<'a>(Vec<(Cow<'a, str>, f64)>);
+
+impl<'de> Deserialize<'de> for Spent<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct SpentVisitor;
+        impl<'de> Visitor<'de> for SpentVisitor {
+            type Value = Spent<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object of budget names and numbers")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut counts = Vec::new();
+                let mut seen = SeenKeys::default();
+                while let Some(k) = next_key(&mut map, &mut seen)? {
+                    counts.push((k.0, map.next_value::<f64>()?));
+                }
+                Ok(Spent(counts))
+            }
+        }
+        d.deserialize_map(SpentVisitor)
     }
 }
 

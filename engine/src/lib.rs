@@ -24,6 +24,7 @@
 
 #[doc(hidden)]
 mod approval;
+mod budget;
 pub mod builtins;
 mod call_label;
 mod compile;
@@ -71,6 +72,7 @@ pub use toolgate_lang::{Diagnostic, Severity, SourceFile};
 
 // The wire: requests, responses and their strict readers.
 pub use approval::{well_formed as is_approval_digest, PREFIX as APPROVAL_PREFIX};
+pub use budget::{Budget, BudgetScope};
 pub use decide::{ReadRequest, Verdict};
 pub use error::RequestError;
 pub use principal::principal_value;

@@ -76,6 +76,8 @@ pub(crate) struct ToolInfo {
     pub(crate) sanitise_output: bool,
     /// The budgets (indexes into `Policy::budgets`) a call of this tool consumes from.
     pub(crate) budgets: Box<[u16]>,
+    /// Its rules marked `shadow`: judged only for the response's `shadow_denials`.
+    pub(crate) shadow_rules: Box<[RuleId]>,
 }
 
 /// One budget (`budget NAME for TOOLS { .. per batch }`): what an allowed call of its
@@ -87,6 +89,8 @@ pub(crate) struct BudgetInfo {
     pub(crate) sum: Option<crate::cond::ValuePath>,
     pub(crate) max: f64,
     pub(crate) scope: toolgate_lang::ast::BudgetScope,
+    /// `within`: the window a count covers (never for `per batch`).
+    pub(crate) window: Option<std::time::Duration>,
     /// The author's refusal, else the engine's sentence for the limit; a decision adds
     /// what is left.
     pub(crate) refusal: Arc<str>,
@@ -137,6 +141,8 @@ pub(crate) struct RuleInfo {
     pub(crate) ask: Option<crate::cond::Cond>,
     /// The reason of such an ask.
     pub(crate) ask_reason: Arc<str>,
+    /// Marked `shadow`: on no tool's `rules`, only on `shadow_rules`.
+    pub(crate) shadow: bool,
 }
 
 /// One requirement of a rule (a `require` line, or one conjunct of it) and its refusal.
@@ -332,5 +338,24 @@ impl Policy {
     #[inline]
     pub(crate) fn stage_id(&self, name: &str) -> Option<StageId> {
         self.stage_index.get(name).map(StageId)
+    }
+}
+
+impl Policy {
+    /// The policy's budgets, in source order.
+    pub fn budgets(&self) -> impl Iterator<Item = crate::budget::Budget<'_>> + '_ {
+        self.budgets.iter().map(|b| crate::budget::Budget {
+            name: &b.name,
+            scope: b.scope,
+            window: b.window,
+            max: b.max,
+        })
+    }
+
+    /// Whether any budget counts across batches, so judging needs `facts.spent` from a keeper.
+    pub fn keeps_counts(&self) -> bool {
+        self.budgets
+            .iter()
+            .any(|b| b.scope != crate::BudgetScope::Batch)
     }
 }

@@ -51,6 +51,10 @@ pub struct Facts {
     /// (`crate::principal_value` builds one). Rules read it as `principal.sub`,
     /// `principal.tenant`, `principal.claims.NAME`.
     pub principal: Option<Value>,
+    /// Per budget that counts across batches (`per turn`, `session`, `principal`,
+    /// `tenant`): what its scope has consumed so far in its window. Whoever keeps the counts
+    /// supplies it; a budget whose count is missing denies, since its state is unknown.
+    pub spent: Option<BTreeMap<String, f64>>,
     /// Any other facts, reachable from rules as `facts.<key>`.
     pub other: Map<String, Value>,
 }
@@ -364,6 +368,35 @@ impl Facts {
                 Some(v)
             }
         };
+        let spent = match map.remove(key::SPENT) {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(m)) => {
+                let mut out = BTreeMap::new();
+                for (name, v) in m {
+                    match v.as_f64().filter(|n| crate::budget::valid_count(*n)) {
+                        Some(n) => {
+                            out.insert(name, n);
+                        }
+                        None => {
+                            return Err(schema(
+                                &format!("{}.{name}", fact_path(key::SPENT)),
+                                format!("expected a number of at least 0, found {}", describe(&v)),
+                            ))
+                        }
+                    }
+                }
+                Some(out)
+            }
+            Some(v) => {
+                return Err(schema(
+                    &fact_path(key::SPENT),
+                    format!(
+                        "expected an object of budget names and numbers, found {}",
+                        type_name(&v)
+                    ),
+                ))
+            }
+        };
         Ok(Facts {
             stage,
             stage_turns,
@@ -373,6 +406,7 @@ impl Facts {
             called,
             approvals,
             principal,
+            spent,
             other: map,
         })
     }
@@ -767,6 +801,13 @@ impl Request {
         }
         if let Some(principal) = &f.principal {
             facts.insert(key::PRINCIPAL.into(), principal.clone());
+        }
+        if let Some(spent) = &f.spent {
+            let m = spent
+                .iter()
+                .map(|(k, n)| (k.clone(), Value::from(*n)))
+                .collect();
+            facts.insert(key::SPENT.into(), Value::Object(m));
         }
         let calls: Vec<Value> = self
             .calls

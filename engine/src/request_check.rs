@@ -29,6 +29,7 @@ impl Policy {
     /// `Latched`, `mesages`): that is a standard fact misspelt, which would be read as absent.
     pub fn check_facts(&self, facts: &Facts) -> Result<(), RequestError> {
         self.check_latch_names(LatchedRef::from(&facts.latched))?;
+        self.check_spent_names(crate::view::FactsRef::Owned(facts))?;
         for key in facts.other.keys() {
             if self.custom_facts.iter().any(|k| **k == **key) {
                 continue;
@@ -69,6 +70,33 @@ impl Policy {
             message.push_str(&format!(" (declared: {})", declared.join(", ")));
         }
         Err(schema(&format!("facts.latched.{name}"), message))
+    }
+
+    /// Errors when `facts.spent` names anything but a budget of this policy that counts
+    /// across batches: a count under a misspelt name would leave the budget it meant
+    /// without one (and so denying), or look like state the policy never asked for.
+    pub(crate) fn check_spent_names(
+        &self,
+        facts: crate::view::FactsRef<'_>,
+    ) -> Result<(), RequestError> {
+        let kept: Vec<&str> = self
+            .budgets
+            .iter()
+            .filter(|b| b.scope != crate::BudgetScope::Batch)
+            .map(|b| &*b.name)
+            .collect();
+        let Some(name) = facts.spent_names().into_iter().find(|n| !kept.contains(n)) else {
+            return Ok(());
+        };
+        let mut message = format!("the policy has no budget `{name}` that counts across batches");
+        if let Some(near) = did_you_mean(name, kept.iter().copied()) {
+            message.push_str(&format!("; did you mean `{near}`?"));
+        } else if kept.is_empty() {
+            message.push_str("; leave `spent` out");
+        } else {
+            message.push_str(&format!(" (its budgets: {})", kept.join(", ")));
+        }
+        Err(schema(&format!("facts.spent.{name}"), message))
     }
 
     /// The index of the latch called `name`.

@@ -2,6 +2,7 @@
 
 use crate::CallLabel;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The answer to one [`crate::Request`].
@@ -15,6 +16,11 @@ pub struct Response {
     pub latched: LatchState,
     /// One decision per call, in request order.
     pub decisions: Vec<Decision>,
+    /// Per budget that counts across batches: what this batch's allowed calls consumed.
+    /// Whoever keeps the counts adds it to its book (and to the next `facts.spent`). Absent
+    /// from JSON when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub spent: BTreeMap<Arc<str>, f64>,
 }
 
 /// Latch state in a response: the same type as the request's `latched` fact ([`Latched`]),
@@ -107,4 +113,8 @@ pub struct Decision {
     /// `facts.approvals`) to let exactly this call run. On an allow: the approval it used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<String>,
+    /// The rules marked `shadow` that would have denied this call, had they not been
+    /// shadow (listed for calls that are allowed or ask; absent from JSON when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shadow_denials: Vec<Arc<str>>,
 }

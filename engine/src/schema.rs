@@ -58,8 +58,12 @@ pub const APPROVALS: &str = "approvals";
 /// `principal.tenant` and `principal.claims.NAME`.
 pub const PRINCIPAL: &str = "principal";
 
+/// The standard fact: per budget that counts across batches, what its scope has consumed
+/// so far in its window. Supplied by whoever keeps the counts (the decision server).
+pub const SPENT: &str = "spent";
+
 /// Every standard fact key; any other key of `facts` is a custom fact.
-pub const STANDARD_FACTS: [&str; 8] = [
+pub const STANDARD_FACTS: [&str; 9] = [
     STAGE,
     STAGE_TURNS,
     LATCHED,
@@ -68,6 +72,7 @@ pub const STANDARD_FACTS: [&str; 8] = [
     CALLED,
     APPROVALS,
     PRINCIPAL,
+    SPENT,
 ];
 
 /// A principal's subject.

@@ -40,6 +40,8 @@ pub(crate) struct FactsView<'a> {
     pub(crate) approvals: Option<Vec<Cow<'a, str>>>,
     /// `facts.principal`, checked to have the principal's shape.
     pub(crate) principal: Option<Value>,
+    /// `facts.spent`, in document order (a duplicate key is refused by the reader).
+    pub(crate) spent: Option<Vec<(Cow<'a, str>, f64)>>,
     /// Custom facts the policy reads, in document order (a later duplicate wins).
     pub(crate) other: Vec<(Cow<'a, str>, Value)>,
 }
@@ -237,6 +239,27 @@ impl<'a> FactsRef<'a> {
         match self {
             FactsRef::Owned(f) => f.called.as_deref().map(CalledRef::Owned),
             FactsRef::Borrowed(f) => f.called.as_deref().map(CalledRef::Borrowed),
+        }
+    }
+
+    /// `facts.spent` of the budget `name`.
+    pub(crate) fn spent(self, name: &str) -> Option<f64> {
+        match self {
+            FactsRef::Owned(f) => f.spent.as_ref()?.get(name).copied(),
+            FactsRef::Borrowed(f) => f
+                .spent
+                .as_ref()?
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, n)| *n),
+        }
+    }
+
+    /// The budget names `facts.spent` gives, in no particular order.
+    pub(crate) fn spent_names(self) -> Vec<&'a str> {
+        match self {
+            FactsRef::Owned(f) => f.spent.iter().flatten().map(|(k, _)| k.as_str()).collect(),
+            FactsRef::Borrowed(f) => f.spent.iter().flatten().map(|(k, _)| &**k).collect(),
         }
     }
 

@@ -401,6 +401,9 @@ pub struct RuleDecl {
     pub refusal: Option<Spanned<String>>,
     /// The failure mode when facts are absent.
     pub on_missing: Option<Spanned<OnMissing>>,
+    /// `shadow`, where written: the rule is judged and its would-be denials reported, but
+    /// it never denies.
+    pub shadow: Option<Span>,
     /// The whole declaration.
     pub span: Span,
 }

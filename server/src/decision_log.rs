@@ -79,6 +79,9 @@ pub(super) struct Line<'a> {
     pub(super) revision: &'a str,
     pub(super) session: Option<&'a str>,
     pub(super) session_state: Option<Origin>,
+    /// What the batch consumed of budgets over batches (absent when nothing).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub(super) spent: &'a std::collections::BTreeMap<std::sync::Arc<str>, f64>,
     pub(super) ts_ms: u128,
     pub(super) turn: Option<&'a str>,
 }
@@ -99,6 +102,9 @@ pub(super) struct LineDecision<'a> {
     /// What the shadow set (`--shadow`) decided, where it flipped this call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) shadow: Option<crate::shadow::ShadowLine<'a>>,
+    /// The policy's own rules marked `shadow` that would have denied this call.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub(super) shadow_denials: &'a [std::sync::Arc<str>],
     pub(super) tool: &'a str,
 }
 
@@ -329,6 +335,7 @@ impl DecisionLog {
                     kind: d.kind,
                     rule: d.rule.as_deref(),
                     shadow: shadow.and_then(|f| f.line(i)),
+                    shadow_denials: &d.shadow_denials,
                     tool: &d.tool,
                 })
                 .collect(),
@@ -338,6 +345,7 @@ impl DecisionLog {
             revision: &response.revision,
             session,
             session_state,
+            spent: &response.spent,
             ts_ms,
             turn,
         };

@@ -8,7 +8,7 @@ use toolgate_engine::{DenyKind, Response};
 const BUCKETS_US: [u64; 12] = [
     5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 50_000,
 ];
-const KINDS: [DenyKind; 8] = [
+const KINDS: [DenyKind; 10] = [
     DenyKind::Unclassified,
     DenyKind::Stage,
     DenyKind::Latch,
@@ -17,6 +17,8 @@ const KINDS: [DenyKind; 8] = [
     DenyKind::Precondition,
     DenyKind::Rule,
     DenyKind::State,
+    DenyKind::Budget,
+    DenyKind::Ask,
 ];
 
 /// Why the HTTP layer refused a request or closed a connection.
@@ -52,7 +54,7 @@ const REFUSALS: [(Refusal, &str); 7] = [
 #[derive(Default)]
 pub struct Metrics {
     allowed: AtomicU64,
-    denied: [AtomicU64; 8],
+    denied: [AtomicU64; KINDS.len()],
     latency_buckets: [AtomicU64; 12],
     latency_count: AtomicU64,
     latency_sum_us: AtomicU64,

@@ -2,6 +2,7 @@
 
 use super::api_error::ApiError;
 use super::approvals::batch::Keeper;
+use super::budgets::Scopes;
 use super::decision_log::Entry;
 use super::metrics::Gauges;
 use super::shadow::{Flips, Seen};
@@ -99,6 +100,16 @@ fn carried_approvals() -> ApiError {
         "schema",
         "the server keeps approvals itself: a person records one with `POST /v1/approvals`, and the session's next batch uses it; a request may not carry `facts.approvals`",
         Some("facts.approvals".into()),
+    )
+}
+
+/// A request that brings its own budget counts (`facts.spent`): the server keeps them, and
+/// an executor that could say how much was used could spend any budget again.
+fn carried_spent() -> ApiError {
+    ApiError::bad_request(
+        "schema",
+        "the server keeps budget counts itself, so a request may not carry `facts.spent`",
+        Some("facts.spent".into()),
     )
 }
 
@@ -311,7 +322,8 @@ pub async fn health(State(state): Shared) -> Response {
     let (sessions, waiting, approved) = state.approvals.held();
     let approvals =
         json!({"ask": state.ask, "sessions": sessions, "waiting": waiting, "approved": approved});
-    let mut body = json!({"status": status, "policies": set.len(), "generation": set.generation(), "state": turn_state, "approvals": approvals});
+    let budgets = json!({"scopes": state.budgets.len(), "kept": state.budgets.kept()});
+    let mut body = json!({"status": status, "policies": set.len(), "generation": set.generation(), "state": turn_state, "approvals": approvals, "budgets": budgets});
     if let Some(b) = &state.bundle {
         let status = b.status();
         if !status.fresh {
@@ -600,6 +612,9 @@ impl AppState {
         {
             return Err(self.client_error(carried_approvals()));
         }
+        if request.facts.spent.is_some() {
+            return Err(self.client_error(carried_spent()));
+        }
         let ids = self.session_turn(&request.session, &request.turn)?;
         let mut keeper = Keeper::new(
             &self.approvals,
@@ -607,15 +622,27 @@ impl AppState {
             ids.as_ref().map(|(s, _)| s.as_str()),
             started,
         );
+        let budgets = &self.budgets;
         let mut decide = |request: &mut Request| {
-            let first = policy.decide(request);
-            match keeper.again(&first) {
-                None => first,
-                Some(approvals) => {
-                    request.facts.approvals = Some(approvals);
-                    policy.decide(request)
+            let scopes = Scopes::of(
+                policy,
+                request.session.as_deref(),
+                request.turn.as_deref(),
+                request.facts.principal.as_ref(),
+            );
+            budgets.judge(policy, scopes, started, |counts| {
+                if let Some(c) = counts {
+                    request.facts.spent = Some(c.into_iter().collect());
                 }
-            }
+                let first = policy.decide(request);
+                match keeper.again(&first) {
+                    None => first,
+                    Some(approvals) => {
+                        request.facts.approvals = Some(approvals);
+                        policy.decide(request)
+                    }
+                }
+            })
         };
         let (response, origin) = match &ids {
             None => (decide(&mut request), None),
@@ -684,7 +711,7 @@ impl AppState {
         // Checks the module the request names and its own latch names, before any session
         // state is carried in. A request carrying approvals is refused on the strict path.
         let mut request = policy.read_json(text)?;
-        if request.has_approvals() {
+        if request.has_approvals() || request.has_spent() {
             return None;
         }
         self.limits
@@ -712,16 +739,28 @@ impl AppState {
         );
         // What is carried into the request besides its text, kept only for the shadow set.
         let mut seen = Seen::new(self.shadow.is_some());
+        let budgets = &self.budgets;
         let mut decide = |request: &mut toolgate_engine::ReadRequest<'_>, seen: &mut Seen| {
-            let first = policy.decide_read(request);
-            match keeper.again(&first) {
-                None => first,
-                Some(approvals) => {
-                    request.grant(&approvals);
-                    seen.granted(&approvals);
-                    policy.decide_read(request)
+            let scopes = Scopes::of(
+                policy,
+                request.session(),
+                request.turn(),
+                request.principal(),
+            );
+            budgets.judge(policy, scopes, started, |counts| {
+                if let Some(c) = counts {
+                    request.set_spent(c);
                 }
-            }
+                let first = policy.decide_read(request);
+                match keeper.again(&first) {
+                    None => first,
+                    Some(approvals) => {
+                        request.grant(&approvals);
+                        seen.granted(&approvals);
+                        policy.decide_read(request)
+                    }
+                }
+            })
         };
         let (response, origin) = match &session {
             None => (decide(&mut request, &mut seen), None),

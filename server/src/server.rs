@@ -64,6 +64,7 @@ impl Server {
             }
         };
         let sessions = TurnState::open(config.state.as_ref(), config.sessions, boot)?;
+        let budgets = super::budgets::Book::new(config.state.is_some(), config.sessions.ttl);
         let limits = config.sessions;
         let hook_sessions = HookSessions::beside(&sessions, || {
             hooks::sessions(limits.max_sessions, limits.ttl, limits.keep_expired)
@@ -98,6 +99,7 @@ impl Server {
                 .map(tracing_otel::Otel::start)
                 .transpose()?,
             approvals: Default::default(),
+            budgets,
             ask: config.ask,
             approver_token: config.approver_token.filter(|t| !t.is_empty()),
             shadow: config.shadow.map(shadow::Shadow::new),
@@ -309,6 +311,7 @@ async fn sweep(state: Arc<AppState>, ttl: Duration) {
         state.sessions.expire(now);
         state.hook_sessions.expire(now);
         state.approvals.expire(now);
+        state.budgets.expire(now);
     }
 }
 

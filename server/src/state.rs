@@ -60,6 +60,8 @@ pub struct AppState {
     pub otel: Option<super::tracing_otel::Otel>,
     /// The asks waiting for a person and the approvals given (`/v1/approvals`).
     pub approvals: super::approvals::Approvals,
+    /// The counts of budgets over batches (`per session`, `within 24h per principal`, ...).
+    pub budgets: super::budgets::Book,
     /// What an ask does when nobody answers it (`--ask`).
     pub ask: super::config::AskMode,
     /// The bearer token of `/v1/approvals` besides the admin token (`--approver-token`).

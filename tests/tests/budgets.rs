@@ -68,7 +68,7 @@ fn three_refunds_of_99_in_one_batch_are_not_three_allows() {
     assert_eq!(d[1].kind, Some(DenyKind::Budget));
     assert_eq!(d[1].rule.as_deref(), Some("batch_refunds"));
     let reason = d[1].reason.as_deref().unwrap();
-    assert!(reason.contains("1 of 100 left"), "{reason}");
+    assert!(reason.contains("1 of 100 left in one batch"), "{reason}");
     assert!(reason.contains("needs 99"), "{reason}");
     // The denied call consumed nothing: the third fits exactly, the fourth does not.
     assert!(d[2].allow);
@@ -182,21 +182,30 @@ fn explain_names_the_budget_check() {
     .unwrap();
     let text = serde_json::to_string(&p.explain(&req)).unwrap();
     assert!(text.contains("budget batch_refunds"), "{text}");
-    assert!(text.contains("1 of 100 left"), "{text}");
+    assert!(text.contains("1 of 100 is left"), "{text}");
 }
 
 #[test]
 fn budget_declarations_are_checked() {
     for (body, says) in [
         (
-            "count <= 5 per session",
-            "`per session` budgets are not supported yet",
+            "count <= 5 within 1h per batch",
+            "a `per batch` budget has no window",
         ),
         (
-            "sum args.amount <= 500 within 24h per principal",
-            "not supported yet",
+            "count <= 5 within 1h per turn",
+            "a `per turn` budget has no window",
         ),
-        ("count <= 5 within 1h per batch", "has no window"),
+        (
+            "count <= 5 per principal",
+            "a `per principal` budget needs a window",
+        ),
+        ("count <= 5 per tenant", "needs a window"),
+        (
+            "count <= 5 within 745h per session",
+            "outside 1s to 31 days",
+        ),
+        ("count <= 5 within 0s per session", "outside 1s to 31 days"),
         (
             "sum facts.total <= 5 per batch",
             "a budget sums an argument",
@@ -223,6 +232,123 @@ fn budget_declarations_are_checked() {
         .unwrap_err()
         .to_string()
         .contains("has no limit"));
+}
+
+const DAILY: &str = r#"module refunds
+write refund
+stage main { tools [refund] }
+budget daily for refund { sum args.amount <= 500 within 24h per principal }
+budget per_turn for refund { count <= 3 per turn }
+"#;
+
+fn with_spent(spent: Value, amounts: &[f64]) -> String {
+    let calls: Vec<Value> = amounts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| json!({"id": format!("c{i}"), "tool": "refund", "args": {"amount": a}}))
+        .collect();
+    let mut facts = json!({"stage": "main"});
+    if !spent.is_null() {
+        facts["spent"] = spent;
+    }
+    json!({"facts": facts, "calls": calls}).to_string()
+}
+
+#[test]
+fn a_budget_over_batches_starts_from_the_keepers_count_and_reports_what_it_took() {
+    let p = policy(DAILY);
+    assert!(p.keeps_counts());
+    let kept: Vec<_> = p.budgets().map(|b| (b.name, b.scope, b.window)).collect();
+    assert_eq!(
+        kept,
+        vec![
+            (
+                "daily",
+                toolgate_engine::BudgetScope::Principal,
+                Some(std::time::Duration::from_secs(86_400))
+            ),
+            ("per_turn", toolgate_engine::BudgetScope::Turn, None),
+        ]
+    );
+    let text = with_spent(
+        json!({"daily": 430, "per_turn": 0}),
+        &[60, 60].map(f64::from),
+    );
+    let d = judge(&p, &text);
+    assert!(d[0].allow);
+    assert_eq!(d[1].kind, Some(DenyKind::Budget));
+    let reason = d[1].reason.as_deref().unwrap();
+    assert!(reason.contains("10 of 500 left per principal"), "{reason}");
+    let r = p.decide_json(&text).unwrap();
+    assert_eq!(r.spent.get("daily").copied(), Some(60.0));
+    assert_eq!(r.spent.get("per_turn").copied(), Some(1.0));
+    let shown = serde_json::to_value(&r).unwrap();
+    assert_eq!(shown["spent"], json!({"daily": 60.0, "per_turn": 1.0}));
+    // The turn's count: two used already, so one more call fits and the next does not.
+    let d = judge(
+        &p,
+        &with_spent(json!({"daily": 0, "per_turn": 2}), &[1.0, 1.0]),
+    );
+    assert!(d[0].allow);
+    assert_eq!(d[1].rule.as_deref(), Some("per_turn"));
+}
+
+#[test]
+fn a_budget_whose_count_is_not_given_denies() {
+    let p = policy(DAILY);
+    for spent in [Value::Null, json!({"per_turn": 0})] {
+        let d = judge(&p, &with_spent(spent.clone(), &[1.0]));
+        assert_eq!(d[0].kind, Some(DenyKind::Budget), "{spent}");
+        assert_eq!(d[0].rule.as_deref(), Some("daily"));
+        assert!(d[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("`facts.spent.daily` is missing"));
+    }
+    // A response that denied everything consumed nothing.
+    assert!(p
+        .decide_json(&with_spent(Value::Null, &[1.0]))
+        .unwrap()
+        .spent
+        .is_empty());
+}
+
+#[test]
+fn facts_spent_is_checked_by_both_readers() {
+    let p = policy(DAILY);
+    for (spent, at, says) in [
+        (
+            json!({"dialy": 1}),
+            "facts.spent.dialy",
+            "did you mean `daily`?",
+        ),
+        (json!({"daily": -1}), "facts.spent.daily", "at least 0"),
+        (json!({"daily": "1"}), "facts.spent.daily", "at least 0"),
+        (json!([1]), "facts.spent", "expected an object"),
+    ] {
+        let text = with_spent(spent.clone(), &[1.0]);
+        let strict = Request::from_json(&text).and_then(|r| p.check_request(&r).map(|_| r));
+        let err = strict.expect_err(&format!("{spent} must be refused"));
+        let shown = err.to_string();
+        assert!(
+            shown.contains(at) && shown.contains(says),
+            "{spent}: {shown}"
+        );
+        let fast = p
+            .decide_json(&text)
+            .expect_err("the one-pass reader refuses it too");
+        assert_eq!(fast.to_string(), shown);
+    }
+    // A per-batch budget has no count to give.
+    let p = policy(REFUNDS);
+    let text =
+        json!({"facts": {"stage": "main", "spent": {"batch_refunds": 1}}, "calls": []}).to_string();
+    assert!(p
+        .decide_json(&text)
+        .unwrap_err()
+        .to_string()
+        .contains("leave `spent` out"));
 }
 
 #[test]
@@ -255,6 +381,16 @@ fn the_change_gate_holds_a_raised_or_dropped_budget_and_not_a_lowered_one() {
             .any(|s| s.contains("no longer held to budget `batch_refunds`")),
         "{w:?}"
     );
+    let daily = policy(DAILY);
+    let shorter = policy(&DAILY.replace("within 24h", "within 1h"));
+    let w = data_widenings(&shorter, &daily, "refund");
+    assert!(
+        w.iter()
+            .any(|s| s.contains("no longer held to budget `daily`")),
+        "{w:?}"
+    );
+    let per_session = policy(&DAILY.replace("per principal", "per session"));
+    assert!(!data_widenings(&per_session, &daily, "refund").is_empty());
     let lowered = policy(&REFUNDS.replace("<= 100 per batch", "<= 50 per batch"));
     assert!(data_widenings(&lowered, &old, "refund").is_empty());
     assert!(data_widenings(&old, &old, "send").is_empty());

@@ -1,11 +1,10 @@
-//! `budget NAME for TOOLS { count|sum PATH <= N per batch }`: what a batch's allowed calls
-//! may consume together. Lowered to [`BudgetInfo`]s, and each tool gets the list of the
-//! budgets it consumes from.
+//! `budget NAME for TOOLS { count|sum args.PATH <= N [within DURATION] per SCOPE }`: what
+//! the allowed calls of a scope may consume together. Lowered to [`BudgetInfo`]s, and each
+//! tool gets the list of the budgets it consumes from.
 //!
-//! Only `per batch` is compiled today: it needs no state. The other scopes (`turn`,
-//! `session`, `principal`, `tenant`) and `within` windows parse, and are refused here with a
-//! clear error until a keeper that holds their counts across batches exists; a budget that
-//! silently counted one batch where the author wrote a day would allow far more than written.
+//! Windows: `per batch` and `per turn` take none (the batch or turn is the window);
+//! `per session` may take one; `per principal` and `per tenant` must (a count that never
+//! expires grows without bound). A window runs from 1s to 31 days.
 
 use super::*;
 use crate::policy::BudgetInfo;
@@ -13,6 +12,10 @@ use toolgate_lang::ast::{BudgetMeasure, BudgetScope};
 
 /// The most budgets a policy may declare (a tool's budget list holds `u16` indexes).
 const MAX_BUDGETS: usize = 256;
+/// The shortest window a budget may count over.
+const MIN_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
+/// The longest window a budget may count over: a keeper holds every consumption this long.
+const MAX_WINDOW: std::time::Duration = std::time::Duration::from_secs(31 * 24 * 3600);
 
 impl Compiler {
     /// Every `budget` of the policy, in source order; fills each tool's `budgets`.
@@ -80,27 +83,44 @@ impl Compiler {
             );
             return None;
         }
-        if limit.per.node != BudgetScope::Batch {
-            self.error(
-                Diagnostic::error(
-                    limit.per.span,
-                    format!(
-                        "`per {}` budgets are not supported yet",
-                        limit.per.node.as_str()
-                    ),
-                )
-                .with_label("only `per batch` is judged today")
-                .with_help("a budget over several batches needs a store that keeps its count between them, which toolgate does not have yet; write `per batch`, or keep the count in the executor and pass it as a custom fact to a rule"),
-            );
-            return None;
-        }
-        if let Some(w) = &limit.within {
-            self.error(
-                Diagnostic::error(w.span, "a `per batch` budget has no window")
-                    .with_help("a batch is judged at once: drop `within`"),
-            );
-            return None;
-        }
+        let scope = limit.per.node;
+        let window = match (&limit.within, scope) {
+            (Some(w), BudgetScope::Batch | BudgetScope::Turn) => {
+                self.error(
+                    Diagnostic::error(
+                        w.span,
+                        format!("a `per {}` budget has no window", scope.as_str()),
+                    )
+                    .with_help(format!(
+                        "the {} is the window: drop `within`, or count `per session`",
+                        scope.as_str()
+                    )),
+                );
+                return None;
+            }
+            (None, BudgetScope::Principal | BudgetScope::Tenant) => {
+                self.error(
+                    Diagnostic::error(
+                        limit.per.span,
+                        format!("a `per {}` budget needs a window", scope.as_str()),
+                    )
+                    .with_help("add `within DURATION` before `per`, e.g. `within 24h`: a count that never expires grows without bound"),
+                );
+                return None;
+            }
+            (Some(w), _) => match w.node.seconds().map(std::time::Duration::from_secs) {
+                Some(d) if (MIN_WINDOW..=MAX_WINDOW).contains(&d) => Some(d),
+                _ => {
+                    self.error(
+                        Diagnostic::error(w.span, format!("a budget cannot count over {}", w.node))
+                            .with_label("outside 1s to 31 days")
+                            .with_help("give a window from `1s` to `744h`"),
+                    );
+                    return None;
+                }
+            },
+            (None, _) => None,
+        };
         let sum = match &limit.measure {
             BudgetMeasure::Count => None,
             BudgetMeasure::Sum(path) => {
@@ -114,15 +134,16 @@ impl Compiler {
                 Some(self.path(path)?)
             }
         };
+        let per = crate::budget::per_text(scope, limit.within.as_ref().map(|w| w.node));
         let refusal = match &decl.refusal {
             Some(r) => r.node.as_str().into(),
             None => match &sum {
                 None => format!(
-                    "budget `{name}` allows at most {} such calls in one batch",
+                    "budget `{name}` allows at most {} such calls {per}",
                     crate::text::number(max)
                 ),
                 Some(path) => format!(
-                    "budget `{name}` allows at most {} of `{}` in one batch",
+                    "budget `{name}` allows at most {} of `{}` {per}",
                     crate::text::number(max),
                     path.text()
                 ),
@@ -133,7 +154,8 @@ impl Compiler {
             name: name.as_str().into(),
             sum,
             max,
-            scope: limit.per.node,
+            scope,
+            window,
             refusal,
         })
     }

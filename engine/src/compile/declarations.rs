@@ -29,9 +29,11 @@ impl Compiler {
                 // Third-party content can carry identifiers the vault never saw.
                 sanitise_output: *class == ToolClass::Ingest,
                 budgets: Box::new([]),
+                shadow_rules: Box::new([]),
             })
             .collect();
         let mut tool_rules: Vec<Vec<RuleId>> = vec![Vec::new(); n];
+        let mut tool_shadow: Vec<Vec<RuleId>> = vec![Vec::new(); n];
         let mut staged = vec![false; n];
         let mut stage_index: HashMap<String, StageId> = HashMap::new();
         let mut stage_spans: HashMap<String, Span> = HashMap::new();
@@ -165,12 +167,20 @@ impl Compiler {
                     if let Some(rule) = self.rule(decl) {
                         let id = RuleId(rules.len() as u32);
                         let what = format!("rule `{}`", decl.name.name);
+                        // A shadow rule is judged only to report; it is on no tool's list of
+                        // rules that decide.
+                        let lists = if rule.shadow {
+                            &mut tool_shadow
+                        } else {
+                            &mut tool_rules
+                        };
                         for t in self.select(&decl.targets, &what) {
-                            if !tool_rules[t.index()].contains(&id) {
-                                tool_rules[t.index()].push(id);
+                            if !lists[t.index()].contains(&id) {
+                                lists[t.index()].push(id);
                             }
                         }
-                        open_by_default.push(rule.fail_open && decl.on_missing.is_none());
+                        open_by_default
+                            .push(rule.fail_open && decl.on_missing.is_none() && !rule.shadow);
                         rules.push(rule);
                     }
                 }
@@ -215,14 +225,15 @@ impl Compiler {
             }
         }
         self.check_fail_open_guards(&tool_rules, &rules, &open_by_default);
-        for (t, r) in tools.iter_mut().zip(tool_rules) {
+        for ((t, r), s) in tools.iter_mut().zip(tool_rules).zip(tool_shadow) {
             t.may_ask = t.asked_by != 0 || r.iter().any(|id| rules[id.index()].ask.is_some());
             t.rules = r.into_boxed_slice();
+            t.shadow_rules = s.into_boxed_slice();
         }
         let mut slots = 0..crate::limits::MEMO_SLOTS as u8;
         for rule in rules
             .iter_mut()
-            .filter(|r| !r.cond.reads_args() && !r.cond.tests_hosts())
+            .filter(|r| !r.shadow && !r.cond.reads_args() && !r.cond.tests_hosts())
         {
             rule.memo = slots.next();
         }
@@ -438,6 +449,14 @@ impl Compiler {
     }
 
     fn rule(&mut self, decl: &ast::RuleDecl) -> Option<RuleInfo> {
+        if let (Some(at), Some(ask)) = (decl.shadow, decl.asks.first()) {
+            self.error(
+                Diagnostic::error(ask.span, format!("shadow rule `{}` cannot ask", decl.name.name))
+                    .with_note(at, "marked `shadow` here")
+                    .with_help("a shadow rule only reports what it would deny; try the ask in a rule of its own, or drop `shadow`"),
+            );
+            return None;
+        }
         if decl.requires.is_empty() && decl.asks.is_empty() {
             self.error(
                 Diagnostic::error(
@@ -567,6 +586,7 @@ impl Compiler {
             memo: None,
             ask,
             ask_reason: refusal::rule_ask(&decl.name.name).into(),
+            shadow: decl.shadow.is_some(),
         })
     }
 }

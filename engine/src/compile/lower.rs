@@ -170,6 +170,13 @@ impl Compiler {
                 );
                 None
             }
+            schema::SPENT => {
+                self.error(
+                    Diagnostic::error(path.span, "`facts.spent` cannot be read by path")
+                        .with_help("budget counts are judged by the engine itself: write a `budget NAME for TOOLS { .. }`"),
+                );
+                None
+            }
             schema::PRINCIPAL => {
                 let written = path.display();
                 self.error(

@@ -203,14 +203,17 @@ fn budget_widenings(
         let before = &old.budgets[usize::from(ob)];
         let kept = n.budgets.iter().any(|&nb| {
             let after = &new.budgets[usize::from(nb)];
-            after.sum == before.sum && after.scope == before.scope && after.max <= before.max
+            after.sum == before.sum
+                && after.scope == before.scope
+                && after.window == before.window
+                && after.max <= before.max
         });
         if kept {
             continue;
         }
         let same_measure = n.budgets.iter().find(|&&nb| {
             let after = &new.budgets[usize::from(nb)];
-            after.sum == before.sum && after.scope == before.scope
+            after.sum == before.sum && after.scope == before.scope && after.window == before.window
         });
         out.push(match same_measure {
             Some(&nb) => format!(

@@ -455,6 +455,7 @@ impl Layout<'_> {
                     .collect();
                 self.p.line(1, &words.join(" "), r, true);
             }
+            Rule::shadow_mark => self.p.line(1, "shadow", r, true),
             Rule::require => {
                 let cond = inner.next().map(expr::top).unwrap_or_default();
                 self.p.line(1, &format!("require {cond}"), r, true);

@@ -83,6 +83,9 @@ fn erase_policy(p: &mut Policy) {
                 if let Some(m) = &mut r.on_missing {
                     m.span = Span::default();
                 }
+                if let Some(s) = &mut r.shadow {
+                    *s = Span::default();
+                }
             }
             Item::Detokenise(d) => {
                 d.span = Span::default();

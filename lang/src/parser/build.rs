@@ -530,11 +530,18 @@ impl Builder {
             asks: Vec::new(),
             refusal: None,
             on_missing: None,
+            shadow: None,
             span,
         };
         for entry in inner {
             let espan = self.span(&entry);
             match entry.as_rule() {
+                Rule::shadow_mark => {
+                    if rule.shadow.is_some() {
+                        self.duplicate("shadow", espan);
+                    }
+                    rule.shadow = Some(espan);
+                }
                 Rule::require => {
                     if let Some(e) = entry.into_inner().next() {
                         rule.requires.push(self.expr(e));

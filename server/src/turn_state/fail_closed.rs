@@ -74,6 +74,7 @@ fn deny_as_state(d: &mut Decision, reason: Arc<str>) {
         opaque_tokens: Vec::new(),
         sanitise_output: false,
         approval: None,
+        shadow_denials: Vec::new(),
     };
 }
 
