@@ -43,3 +43,40 @@ pub struct Budget<'p> {
     /// The most its scope may consume in the window.
     pub max: f64,
 }
+
+/// Budgets whose batch consumption is kept on the stack; a policy with more spills the rest
+/// to the heap, on first use.
+const INLINE: usize = 8;
+
+/// What a batch's allowed calls consumed so far, per budget index: no allocation for the
+/// first [`INLINE`] budgets.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    inline: [f64; INLINE],
+    rest: Vec<f64>,
+}
+
+impl Tally {
+    /// Budget `index`'s consumption.
+    #[inline]
+    pub(crate) fn get(&self, index: usize) -> f64 {
+        match index.checked_sub(INLINE) {
+            None => self.inline[index],
+            Some(i) => self.rest.get(i).copied().unwrap_or(0.0),
+        }
+    }
+
+    /// Adds `amount` to budget `index`'s consumption.
+    #[inline]
+    pub(crate) fn add(&mut self, index: usize, amount: f64) {
+        match index.checked_sub(INLINE) {
+            None => self.inline[index] += amount,
+            Some(i) => {
+                if self.rest.len() <= i {
+                    self.rest.resize(i + 1, 0.0);
+                }
+                self.rest[i] += amount;
+            }
+        }
+    }
+}

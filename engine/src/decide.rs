@@ -136,6 +136,10 @@ impl Verdict {
     }
 }
 
+/// How many of a tool's budgets keep the call's amount between the check and the
+/// consumption (the rest read it again).
+const AMOUNTS: usize = 4;
+
 /// What every call of a batch is judged against.
 struct Batch<'a> {
     stage: ActiveStage<'a>,
@@ -152,7 +156,7 @@ struct Batch<'a> {
     used: std::cell::RefCell<Vec<crate::approval::Raw>>,
     /// What the allowed calls of this batch have consumed so far, per budget. Empty (no
     /// allocation) until a call of a tool with a budget passes every other check.
-    spent: std::cell::RefCell<Vec<f64>>,
+    spent: std::cell::RefCell<crate::budget::Tally>,
 }
 
 /// A request's `session` and `turn` fields.
@@ -863,8 +867,10 @@ impl Policy {
         trace: &mut T,
     ) -> Outcome {
         let budgeted = !self.tools[tool.index()].budgets.is_empty();
+        // The amounts of the tool's first budgets, read once for the check and the consumption.
+        let mut amounts = [0.0; AMOUNTS];
         if budgeted {
-            if let Some(over) = self.over_budget(tool, call, batch, trace) {
+            if let Some(over) = self.over_budget(tool, call, batch, &mut amounts, trace) {
                 return over;
             }
         }
@@ -879,9 +885,12 @@ impl Policy {
         // Only an allowed call consumes: a denial or an ask takes nothing.
         if budgeted && matches!(outcome, Outcome::Allow { .. }) {
             let mut spent = batch.spent.borrow_mut();
-            for &b in self.tools[tool.index()].budgets.iter() {
-                let amount = self.budget_amount(usize::from(b), call).unwrap_or(0.0);
-                spent[usize::from(b)] += amount;
+            for (k, &b) in self.tools[tool.index()].budgets.iter().enumerate() {
+                let amount = match amounts.get(k) {
+                    Some(a) => *a,
+                    None => self.budget_amount(usize::from(b), call).unwrap_or(0.0),
+                };
+                spent.add(usize::from(b), amount);
             }
         }
         outcome
@@ -976,22 +985,22 @@ impl Policy {
     /// The first budget of `tool` the call does not fit in, in source order: its amount is
     /// not a number of at least 0, or the batch's allowed calls have already taken so much
     /// that it would pass the limit. Out of line: a tool without budgets never calls it.
-    #[cold]
     #[inline(never)]
     fn over_budget<C: CallLike, T: Trace>(
         &self,
         tool: ToolId,
         call: &C,
         batch: &Batch<'_>,
+        amounts: &mut [f64; AMOUNTS],
         trace: &mut T,
     ) -> Option<Outcome> {
-        let mut spent = batch.spent.borrow_mut();
-        if spent.is_empty() {
-            spent.resize(self.budgets.len(), 0.0);
-        }
-        for &b in self.tools[tool.index()].budgets.iter() {
+        let spent = batch.spent.borrow();
+        for (k, &b) in self.tools[tool.index()].budgets.iter().enumerate() {
             let index = usize::from(b);
             let amount = self.budget_amount(index, call);
+            if let (Some(slot), Some(a)) = (amounts.get_mut(k), amount) {
+                *slot = a;
+            }
             // A budget over several batches starts from what its keeper says was consumed;
             // without that count nothing is known to be left.
             let Some(before) = self.spent_before(index, batch.facts) else {
@@ -1002,7 +1011,7 @@ impl Policy {
                 });
                 return Some(Outcome::Budget(b));
             };
-            let left = self.budgets[index].max - before - spent[index];
+            let left = self.budgets[index].max - before - spent.get(index);
             let left = Some(left);
             trace.record(Check::Budget {
                 budget: index,
