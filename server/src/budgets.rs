@@ -146,19 +146,21 @@ pub struct Book {
     /// False when turn state is shared between replicas: this process's counts are then not
     /// the deployment's, so none is given and every budget over batches denies.
     local_only: bool,
-    /// How long an unwindowed count (a turn's, a session's) is kept after its last use.
-    idle: Duration,
+    /// How long an unwindowed count (a turn's, a session's) is kept after its last use: the
+    /// session TTL plus `--session-keep-expired`, the horizon turn state keeps a latched
+    /// turn's trace for. A count is as small as such a trace, so it stays exact until then.
+    keep: Duration,
 }
 
 impl Book {
     /// A book for a server whose turn state is in this process (`shared: false`) or shared
     /// between replicas (`shared: true`: counts are not kept), dropping an unwindowed count
-    /// `idle` after its last use.
-    pub(crate) fn new(shared: bool, idle: Duration) -> Self {
+    /// `keep` after its last use.
+    pub(crate) fn new(shared: bool, keep: Duration) -> Self {
         Book {
             counts: Mutex::new(HashMap::new()),
             local_only: !shared,
-            idle,
+            keep,
         }
     }
 
@@ -179,6 +181,9 @@ impl Book {
         let Some(scopes) = scopes else {
             return decide(None);
         };
+        if !self.local_only {
+            return decide(Some(Vec::new()));
+        }
         let mut counts = self
             .counts
             .lock()
@@ -187,7 +192,7 @@ impl Book {
         let mut given = Vec::new();
         let mut keys = Vec::new();
         for b in policy.budgets().filter(|b| b.scope != BudgetScope::Batch) {
-            let Some(scope) = scopes.key(b.scope).filter(|_| self.local_only) else {
+            let Some(scope) = scopes.key(b.scope) else {
                 continue;
             };
             let key = Key {
@@ -228,9 +233,9 @@ impl Book {
     }
 
     /// Drops the counts nothing can read any more: a window with no entry left, or an
-    /// unwindowed count unused for the idle time.
+    /// unwindowed count unused for the keep time.
     pub(crate) fn expire(&self, now: Instant) {
-        let idle = self.idle;
+        let keep = self.keep;
         let mut counts = self
             .counts
             .lock()
@@ -240,7 +245,7 @@ impl Book {
                 c.used(now);
                 !c.entries.is_empty()
             }
-            None => now.saturating_duration_since(c.touched) < idle,
+            None => now.saturating_duration_since(c.touched) < keep,
         });
     }
 
@@ -299,6 +304,23 @@ mod tests {
         assert!(!run(&book, &policy, "s", t0 + Duration::from_secs(3599)));
         assert!(run(&book, &policy, "s", t0 + Duration::from_secs(3600)));
         book.expire(t0 + Duration::from_secs(7201));
+        assert_eq!(book.len(), 0);
+    }
+
+    #[test]
+    fn a_sessions_count_outlives_the_session_ttl_and_is_dropped_only_past_the_keep_horizon() {
+        let policy = Policy::compile(
+            "m.gate",
+            &POLICY.replace("count <= 1 within 1h per session", "count <= 1 per session"),
+        )
+        .unwrap();
+        let book = Book::new(false, Duration::from_secs(100));
+        let t0 = Instant::now();
+        assert!(run(&book, &policy, "s", t0));
+        book.expire(t0 + Duration::from_secs(99));
+        assert!(!run(&book, &policy, "s", t0 + Duration::from_secs(99)));
+        // Each use renews it; past the horizon without use it is dropped.
+        book.expire(t0 + Duration::from_secs(200));
         assert_eq!(book.len(), 0);
     }
 

@@ -64,7 +64,13 @@ impl Server {
             }
         };
         let sessions = TurnState::open(config.state.as_ref(), config.sessions, boot)?;
-        let budgets = super::budgets::Book::new(config.state.is_some(), config.sessions.ttl);
+        let budgets = super::budgets::Book::new(
+            config.state.is_some(),
+            config
+                .sessions
+                .ttl
+                .saturating_add(config.sessions.keep_expired),
+        );
         let limits = config.sessions;
         let hook_sessions = HookSessions::beside(&sessions, || {
             hooks::sessions(limits.max_sessions, limits.ttl, limits.keep_expired)

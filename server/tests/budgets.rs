@@ -215,3 +215,22 @@ async fn the_log_records_what_a_batch_spent_and_what_a_shadow_rule_would_deny() 
         "{line}"
     );
 }
+
+#[tokio::test]
+async fn a_sessions_count_outlives_the_session_ttl() {
+    let shop = serve(&[("shop.gate", SHOP)], |c, _| {
+        c.sessions.ttl = std::time::Duration::from_secs(1);
+    })
+    .await;
+    let app = &shop.app;
+    let sends = [("send", 0.0), ("send", 0.0)];
+    assert_eq!(
+        allowed(&decide(app, batch("s1", "t1", None, &sends)).await),
+        [true, true]
+    );
+    // Idle past the TTL, and past a sweep (every second here): the count is still there.
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let d = decide(app, batch("s1", "t2", None, &sends)).await;
+    assert_eq!(allowed(&d), [true, false], "{d:?}");
+    assert_eq!(d[1]["rule"], "per_session");
+}
