@@ -25,6 +25,16 @@ pub(crate) fn per_text(scope: BudgetScope, within: Option<toolgate_lang::ast::Du
     }
 }
 
+/// Why a budget over batches cannot be judged: its count was not given.
+pub(crate) fn unknown_count(name: &str) -> String {
+    format!("how much of it is used is not known (`facts.spent.{name}` is missing)")
+}
+
+/// Why a call's amount at `path` (the argument `sum` reads) cannot be counted.
+pub(crate) fn bad_amount(path: &str) -> String {
+    format!("`{path}` must be a number of at least 0 for the budget to count it")
+}
+
 /// Whether `n` can be a budget's count or amount: finite and at least 0.
 pub(crate) fn valid_count(n: f64) -> bool {
     n.is_finite() && n >= 0.0

@@ -619,7 +619,7 @@ impl Policy {
         let mut decisions = Vec::with_capacity(calls.len());
         // The budgets' consumption replayed in request order, so a budget denial can say
         // what was left (the verdicts stay 8 bytes).
-        let mut spent = vec![0.0; self.budgets.len()];
+        let mut spent = crate::budget::Tally::default();
         for (call, v) in calls.iter().zip(verdicts) {
             let v = self.pinpoint(*v, call, facts);
             let budget_reason = self.budget_reason(v, call, facts, &mut spent);
@@ -679,7 +679,8 @@ impl Policy {
             spent: self
                 .budgets
                 .iter()
-                .zip(spent)
+                .enumerate()
+                .map(|(i, b)| (b, spent.get(i)))
                 .filter(|(b, n)| b.scope != crate::BudgetScope::Batch && *n > 0.0)
                 .map(|(b, n)| (b.name.clone(), n))
                 .collect(),
@@ -884,14 +885,7 @@ impl Policy {
         };
         // Only an allowed call consumes: a denial or an ask takes nothing.
         if budgeted && matches!(outcome, Outcome::Allow { .. }) {
-            let mut spent = batch.spent.borrow_mut();
-            for (k, &b) in self.tools[tool.index()].budgets.iter().enumerate() {
-                let amount = match amounts.get(k) {
-                    Some(a) => *a,
-                    None => self.budget_amount(usize::from(b), call).unwrap_or(0.0),
-                };
-                spent.add(usize::from(b), amount);
-            }
+            self.consume(tool, call, &amounts, &mut batch.spent.borrow_mut());
         }
         outcome
     }
@@ -930,21 +924,37 @@ impl Policy {
             .collect()
     }
 
+    /// Adds an allowed call of `tool` to `tally`: its amount for each of the tool's budgets,
+    /// from `known` (the amounts the check read, by position) or read again past it. The one
+    /// place consumption is written: the judge and the response's replay both call it.
+    fn consume<C: CallLike>(
+        &self,
+        tool: ToolId,
+        call: &C,
+        known: &[f64],
+        tally: &mut crate::budget::Tally,
+    ) {
+        for (k, &b) in self.tools[tool.index()].budgets.iter().enumerate() {
+            let amount = match known.get(k) {
+                Some(a) => *a,
+                None => self.budget_amount(usize::from(b), call).unwrap_or(0.0),
+            };
+            tally.add(usize::from(b), amount);
+        }
+    }
+
     /// For the response, in request order: the refusal of a budget denial, with what is
-    /// left; an allowed call's amounts are added to `spent` as the judge added them.
+    /// left; an allowed call is added to `spent` as the judge added it.
     fn budget_reason<C: CallLike>(
         &self,
         v: Verdict,
         call: &C,
         facts: FactsRef<'_>,
-        spent: &mut [f64],
+        spent: &mut crate::budget::Tally,
     ) -> Option<Arc<str>> {
         match v.0 {
             Outcome::Allow { tool, .. } => {
-                for &b in self.tools[tool.index()].budgets.iter() {
-                    spent[usize::from(b)] +=
-                        self.budget_amount(usize::from(b), call).unwrap_or(0.0);
-                }
+                self.consume(tool, call, &[], spent);
                 None
             }
             Outcome::Budget(b) => {
@@ -953,20 +963,21 @@ impl Policy {
                 let Some(before) = self.spent_before(index, facts) else {
                     return Some(
                         format!(
-                            "{}: how much of it is used is not known (`facts.spent.{}` is missing), so nothing is taken to be left",
-                            info.refusal, info.name
+                            "{}: {}, so nothing is taken to be left",
+                            info.refusal,
+                            crate::budget::unknown_count(&info.name)
                         )
                         .into(),
                     );
                 };
-                let left = crate::text::number((info.max - before - spent[index]).max(0.0));
+                let left = crate::text::number((info.max - before - spent.get(index)).max(0.0));
                 let per = crate::budget::per_text(info.scope, None);
                 Some(
                     match self.budget_amount(index, call) {
                         None => format!(
-                            "{}: `{}` must be a number of at least 0 for the budget to count it",
+                            "{}: {}",
                             info.refusal,
-                            info.sum.as_ref().map(|p| p.text()).unwrap_or_default()
+                            crate::budget::bad_amount(&info.sum_text())
                         ),
                         Some(amount) => format!(
                             "{} ({left} of {} left {per}; this call needs {})",

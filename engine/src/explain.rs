@@ -187,20 +187,8 @@ impl Trace for Recorder<'_> {
             } => {
                 let b = &self.policy.budgets[budget];
                 let (passed, detail) = match (amount, left) {
-                    (_, None) => (
-                        false,
-                        format!(
-                            "how much of it is used is not known (`facts.spent.{}` is missing)",
-                            b.name
-                        ),
-                    ),
-                    (None, _) => (
-                        false,
-                        format!(
-                            "`{}` is not a number of at least 0, so the budget cannot count it",
-                            b.sum.as_ref().map(|p| p.text()).unwrap_or_default()
-                        ),
-                    ),
+                    (_, None) => (false, crate::budget::unknown_count(&b.name)),
+                    (None, _) => (false, crate::budget::bad_amount(&b.sum_text())),
                     (Some(a), Some(left)) => (
                         a <= left,
                         format!(

@@ -96,6 +96,13 @@ pub(crate) struct BudgetInfo {
     pub(crate) refusal: Arc<str>,
 }
 
+impl BudgetInfo {
+    /// The argument `sum` reads, as written (empty for `count`).
+    pub(crate) fn sum_text(&self) -> String {
+        self.sum.as_ref().map(|p| p.text()).unwrap_or_default()
+    }
+}
+
 /// One stage.
 #[derive(Debug)]
 pub(crate) struct StageInfo {

@@ -79,15 +79,20 @@ impl Policy {
         &self,
         facts: crate::view::FactsRef<'_>,
     ) -> Result<(), RequestError> {
+        let counts = |name: &str| {
+            self.budgets
+                .iter()
+                .any(|b| b.scope != crate::BudgetScope::Batch && *b.name == *name)
+        };
+        let Some(name) = facts.find_spent_name(|n| !counts(n)) else {
+            return Ok(());
+        };
         let kept: Vec<&str> = self
             .budgets
             .iter()
             .filter(|b| b.scope != crate::BudgetScope::Batch)
             .map(|b| &*b.name)
             .collect();
-        let Some(name) = facts.spent_names().into_iter().find(|n| !kept.contains(n)) else {
-            return Ok(());
-        };
         let mut message = format!("the policy has no budget `{name}` that counts across batches");
         if let Some(near) = did_you_mean(name, kept.iter().copied()) {
             message.push_str(&format!("; did you mean `{near}`?"));

@@ -255,11 +255,21 @@ impl<'a> FactsRef<'a> {
         }
     }
 
-    /// The budget names `facts.spent` gives, in no particular order.
-    pub(crate) fn spent_names(self) -> Vec<&'a str> {
+    /// The first budget name `facts.spent` gives for which `pred` holds (allocates nothing).
+    pub(crate) fn find_spent_name(self, pred: impl Fn(&str) -> bool) -> Option<&'a str> {
         match self {
-            FactsRef::Owned(f) => f.spent.iter().flatten().map(|(k, _)| k.as_str()).collect(),
-            FactsRef::Borrowed(f) => f.spent.iter().flatten().map(|(k, _)| &**k).collect(),
+            FactsRef::Owned(f) => f
+                .spent
+                .iter()
+                .flatten()
+                .map(|(k, _)| k.as_str())
+                .find(|k| pred(k)),
+            FactsRef::Borrowed(f) => f
+                .spent
+                .iter()
+                .flatten()
+                .map(|(k, _)| &**k)
+                .find(|k| pred(k)),
         }
     }
 
