@@ -79,6 +79,7 @@ pub use principal::principal_value;
 pub use request::{Call, CalledTool, Facts, Latched, Message, Request};
 pub use response::{Decision, DenyKind, LatchState, Response};
 pub use strict_json::parse as parse_json;
+pub use text::type_name as json_type_name;
 pub use vault::TOKEN_PREFIX;
 
 // Judging beside `decide`: explanations, the offered tool list, built-in windows, latches.

@@ -4,8 +4,9 @@
 use serde_json::Value;
 use toolgate_lang::ast::CallValue;
 
-/// A JSON value's type as an error names it (`a string`, `an object`, `null`).
-pub(crate) fn type_name(v: &Value) -> &'static str {
+/// A JSON value's type as an error names it (`a string`, `an object`, `null`): one
+/// wording for the engine's errors and those of the servers built on it.
+pub fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a bool",

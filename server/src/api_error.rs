@@ -103,6 +103,32 @@ impl ApiError {
 }
 
 impl ApiError {
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The same error with its location rewritten by `relocate`: a route that judges a
+    /// request translated from another shape names the place in the client's own body.
+    pub fn relocated(mut self, relocate: impl FnOnce(Option<String>) -> Option<String>) -> Self {
+        self.location = relocate(self.location.take());
+        self
+    }
+
+    /// The error as a JSON object inside a successful answer (AuthZEN's per-evaluation
+    /// errors): `{"status", "code", "message", "location"?}`.
+    pub fn as_value(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "status": self.status.as_u16(),
+            "code": self.code,
+            "message": self.message,
+        });
+        if let Some(at) = &self.location {
+            v["location"] = at.as_str().into();
+        }
+        v
+    }
+
     /// The JSON body, for writers below the router (the accept loop).
     pub fn body_json(&self) -> String {
         serde_json::to_string(&Body {

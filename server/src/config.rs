@@ -75,6 +75,16 @@ pub struct Config {
     /// set, without the reload gate. A shadow set that does not load at startup stops the
     /// server. Default `None`.
     pub shadow: Option<PathBuf>,
+    /// The AuthZEN Policy Decision Point identifier (`--authzen-pdp`, an `https` URL with no
+    /// query or fragment) that `/.well-known/authzen-configuration` names, with the endpoint
+    /// URLs below it. A PEP checks it against the URL it fetched the metadata from, so it is
+    /// configured, never read off a request's `Host`. Default `None`: no metadata (the
+    /// evaluation endpoints answer either way).
+    pub authzen_pdp: Option<String>,
+    /// The stage an AuthZEN evaluation is judged in when its `context` names none
+    /// (`--authzen-stage`): a gateway knows no stages. Default `None`: such an evaluation is
+    /// judged as any request without a stage, and denied.
+    pub authzen_stage: Option<String>,
 }
 
 /// What the server does with a call that asks a person (`--ask`).
@@ -117,6 +127,8 @@ impl Config {
             ask: AskMode::Deny,
             approver_token: None,
             shadow: None,
+            authzen_pdp: None,
+            authzen_stage: None,
         }
     }
 }

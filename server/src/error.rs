@@ -52,6 +52,14 @@ pub enum ServerError {
         /// Why: the rendered diagnostics, or the loader's error.
         diagnostics: String,
     },
+    /// The AuthZEN PDP identifier (`--authzen-pdp`) is not one the spec allows.
+    #[error("--authzen-pdp `{url}`: {why}")]
+    AuthzenPdp {
+        /// The identifier as configured.
+        url: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
     /// The configuration asks for a part this build was compiled without.
     #[error(
         "{}: this build has no {} support; rebuild with --features {}",

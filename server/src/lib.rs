@@ -67,6 +67,7 @@
 mod api_error;
 mod approvals;
 mod approvals_routes;
+mod authzen;
 mod budgets;
 mod clock;
 mod config;

@@ -580,7 +580,11 @@ impl AppState {
     }
 
     /// Parses, routes and judges one request; records sessions, metrics and the log.
-    async fn judge(&self, value: Value, module: Option<&str>) -> Result<Judged, ApiError> {
+    pub(super) async fn judge(
+        &self,
+        value: Value,
+        module: Option<&str>,
+    ) -> Result<Judged, ApiError> {
         let started = Instant::now();
         let mut request =
             Request::from_value(value).map_err(|e| self.client_error(schema_error(e)))?;

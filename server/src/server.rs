@@ -8,8 +8,8 @@ use super::error::{Feature, ServerError};
 use super::state::{self, AppState};
 use super::turn_state::{HookSessions, TurnState};
 use super::{
-    approvals_routes, bundle, conn, guard, hooks, loader, log_shipper, reload_gate, routes, shadow,
-    tracing_otel,
+    approvals_routes, authzen, bundle, conn, guard, hooks, loader, log_shipper, reload_gate,
+    routes, shadow, tracing_otel,
 };
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
@@ -109,6 +109,12 @@ impl Server {
             ask: config.ask,
             approver_token: config.approver_token.filter(|t| !t.is_empty()),
             shadow: config.shadow.map(shadow::Shadow::new),
+            authzen_pdp: config
+                .authzen_pdp
+                .as_deref()
+                .map(authzen::pdp_identifier)
+                .transpose()?,
+            authzen_stage: config.authzen_stage,
         });
         // A shadow set that does not load is a mistake in the command line or the files, and
         // there is no answer it could degrade to: the server does not start.
@@ -202,6 +208,9 @@ pub fn router(server: &Server) -> Router {
             "/v1/approvals",
             get(approvals_routes::waiting).post(approvals_routes::answer_ask),
         )
+        .route("/access/v1/evaluation", post(authzen::evaluation))
+        .route("/access/v1/evaluations", post(authzen::evaluations))
+        .route("/.well-known/authzen-configuration", get(authzen::metadata))
         .route("/health", get(routes::health))
         .route("/metrics", get(routes::metrics));
     #[cfg(feature = "playground")]

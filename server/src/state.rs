@@ -69,6 +69,11 @@ pub struct AppState {
     /// The shadow policy set (`--shadow`): judged beside the serving set, never answering.
     /// `None` costs the decision path one check.
     pub shadow: Option<super::shadow::Shadow>,
+    /// The AuthZEN PDP identifier its metadata names (`--authzen-pdp`), without a trailing
+    /// slash; `None` publishes no metadata.
+    pub authzen_pdp: Option<String>,
+    /// The stage of AuthZEN evaluations whose context names none (`--authzen-stage`).
+    pub authzen_stage: Option<String>,
 }
 
 use crate::clock::now_ms;

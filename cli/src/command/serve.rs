@@ -181,6 +181,15 @@ pub struct Args {
     /// TOOLGATE_APPROVER_TOKEN): who may approve a call need not be who may reload.
     #[arg(long, env = "TOOLGATE_APPROVER_TOKEN", hide_env_values = true)]
     approver_token: Option<String>,
+    /// The AuthZEN PDP identifier (an https URL, no query or fragment) that
+    /// /.well-known/authzen-configuration publishes; without it no metadata is served
+    /// (docs/server.md, "AuthZEN").
+    #[arg(long, value_name = "URL")]
+    authzen_pdp: Option<String>,
+    /// The stage AuthZEN evaluations are judged in when their context names none (a gateway
+    /// knows no stages); without it such an evaluation is denied (kind `stage`).
+    #[arg(long, value_name = "NAME")]
+    authzen_stage: Option<String>,
 }
 
 /// `--ask`: what a call that asks a person does.
@@ -293,6 +302,8 @@ pub fn config(args: &Args) -> Config {
     };
     config.default_policy = args.default_policy.clone();
     config.shadow = args.shadow.clone();
+    config.authzen_pdp = args.authzen_pdp.clone();
+    config.authzen_stage = args.authzen_stage.clone();
     config.state = args.state.as_ref().map(|url| RedisConfig {
         url: url.clone(),
         timeout: Duration::from_millis(args.state_timeout_ms),
