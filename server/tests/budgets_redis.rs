@@ -17,13 +17,14 @@ use support::{allowed, batch, decide, get, serve, Served};
 use toolgate_server::{RedisConfig, StoreTls};
 
 const SHOP: &str = r#"module shop
-write refund, send, pay
+write refund, send, pay, note
 ingest fetch
-stage main { tools [refund, send, pay, fetch] }
+stage main { tools [refund, send, pay, note, fetch] }
 latch tainted { set_by [fetch] blocks [send] }
 budget per_tenant for refund { sum args.amount <= 6 within 1h per tenant }
 budget per_session for send { count <= 3 per session }
 budget quick for pay { count <= 2 within 1s per principal }
+budget many for note { count <= 100000 within 1h per principal }
 "#;
 
 /// The same tools without a budget: the round-trip baseline.
@@ -226,6 +227,41 @@ async fn a_latch_carried_from_an_earlier_batch_is_judged_with_the_count() {
     )
     .await;
     assert_eq!(allowed(&d), [true, false], "one of three left: {d:?}");
+}
+
+#[tokio::test]
+async fn a_windows_history_is_capped_and_merges_its_oldest_forward() {
+    let Some((redis, shop)) = started("budget-cap", "ana").await else {
+        return;
+    };
+    // 4 096 entries of 1, stamped now by the store's clock, as the script writes them.
+    let time: Vec<u64> = redis
+        .cli(&["TIME"])
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    let ms = time[0] * 1000 + time[1] / 1000;
+    let key = "toolgate:b:shop:many:principal:ana";
+    let value = format!("{ms}|0|{}", format!("{ms}:1,").repeat(4096));
+    assert_eq!(redis.cli(&["SET", key, &value]), "OK");
+    let d = decide(&shop.app, batch("s2", "t1", Some("ana"), &[("note", 0.0)])).await;
+    assert_eq!(allowed(&d), [true], "{d:?}");
+    let stored = redis.cli(&["GET", key]);
+    let entries: Vec<f64> = stored
+        .split('|')
+        .nth(2)
+        .unwrap()
+        .split_terminator(',')
+        .map(|e| e.split(':').nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(entries.len(), 4096, "capped");
+    assert_eq!(entries.iter().sum::<f64>(), 4097.0, "no amount lost");
+    assert_eq!(entries[0], 2.0, "the oldest two merged");
+    let ttl: i64 = redis.cli(&["PTTL", key]).parse().unwrap();
+    assert!(
+        ttl > 3_600_000 && ttl <= 3_660_000,
+        "a window and a minute: {ttl}"
+    );
 }
 
 /// The sum of `calls` of the script commands (`EVALSHA`, `EVAL`) in `INFO commandstats`: the
