@@ -8,6 +8,12 @@
 //! shared store costs one round trip per batch, and what is stored never depends on the
 //! order in which replicas finish.
 //!
+//! The batch's budget counts over batches are kept beside the turn state: in memory by the
+//! [`Book`], whose lock the whole judgement runs under; in the shared store inside the same
+//! exchange, checked and added atomically by the script ([`redis_store::budgets`] says why
+//! two replicas never spend one remainder). A batch with no session is judged here too,
+//! for its counts alone.
+//!
 //! When the shared store fails, the batch is judged fail-closed ([`fail_closed`]).
 //!
 //! `/v1/hooks` sessions ([`HookSessions`]) are kept beside them: in memory, or in the same

@@ -24,9 +24,13 @@
 //! latches. Expiry is the store's: each session key carries a TTL. The store's own clock
 //! judges idleness, so replicas' clocks never matter.
 //!
+//! The same script checks and adds the batch's budget counts ([`budgets`]), so budgets add no
+//! round trip.
+//!
 //! Any failure (no connection, an error reply, no answer within the timeout) is reported as
 //! [`Unavailable`]; the caller then judges fail-closed. A write that timed out may still have
-//! happened: it only ever sets latches, so that errs towards latched.
+//! happened: it only ever sets latches and adds consumption of calls the caller then denies,
+//! so that errs towards latched and spent.
 
 pub mod budgets;
 mod hooks;

@@ -38,8 +38,11 @@
 //! later time (an amount is only ever counted longer). A count expires a minute past its
 //! window, or, unwindowed, TTL + keep-expired after its last use (the horizon of the turn
 //! state that names its session). The store's loss marker (`common.lua`) covers the counts:
-//! every count written moves its counter, and a count the store may have lost is taken as
-//! spent in full for its window (at least the loss's horizon).
+//! every count written moves its counter, and a count the store may have lost (missing, or
+//! first written before the loss was seen, while the loss's horizon or the count's window
+//! since the loss lasts) is taken as spent in full and written so, as a lost turn is written
+//! latched: a windowed one frees up as its window slides, an unwindowed one stays spent for
+//! the life of its turn or session.
 //!
 //! A Redis Cluster keeps no counts: a count of a principal or a tenant is in another slot
 //! than the session's keys, so it cannot ride in the session's script. Every budget over
