@@ -5,7 +5,9 @@
 #   1. one server, turn state in memory;
 #   2. one server, turn state in a local redis-server (--state);
 #   3. two replicas sharing that redis-server, one wrk per replica at once (throughput summed);
-#   4. one server, turn state in a local three-shard Redis Cluster (--state redis+cluster://).
+#   4. one server, turn state in a local three-shard Redis Cluster (--state redis+cluster://);
+#   5. one server on a store of its own, coach.gate with a budget per session on grade_attempt
+#      (its count rides in the same script): the script calls per batch, with and without it.
 # Each runs once with 1 connection (latency per batch, the added cost of the round trip) and
 # once with CONNECTIONS connections (throughput). Needs wrk and redis-server (Debian's
 # packages); builds the release binary. The client, the servers and Redis share the cores.
@@ -26,6 +28,10 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$dir"; }
 trap cleanup EXIT
 cp stdlib-rules/examples/coach.gate "$dir/"
+budget_dir="$dir/budgeted"
+mkdir "$budget_dir"
+{ cat stdlib-rules/examples/coach.gate
+  echo 'budget grades for grade_attempt { count <= 1000000000 per session }'; } >"$budget_dir/coach.gate"
 
 redis_port=$((BASE + 9))
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
@@ -47,12 +53,21 @@ redis-cli --cluster create "${shards[@]/#/127.0.0.1:}" --cluster-replicas 0 --cl
 for p in "${shards[@]}"; do
   for _ in $(seq 100); do redis-cli -p "$p" cluster info | grep -q cluster_state:ok && break; sleep 0.1; done
 done
+budget_redis=$((BASE + 13))
+redis-server --port "$budget_redis" --bind 127.0.0.1 --save "" --appendonly no \
+  --maxmemory-policy noeviction >/dev/null &
+pids+=($!)
+for _ in $(seq 100); do redis-cli -p "$budget_redis" ping >/dev/null 2>&1 && break; sleep 0.1; done
 cluster_url="redis+cluster://127.0.0.1:${shards[0]},127.0.0.1:${shards[1]},127.0.0.1:${shards[2]}"
 
 wait_up() { for _ in $(seq 100); do curl -sf "http://127.0.0.1:$1/health" >/dev/null 2>&1 && return; sleep 0.1; done; echo "no server on $1" >&2; exit 1; }
 serve() { # port, extra flags...
   local port=$1; shift
-  "$bin" serve "$dir" --addr "127.0.0.1:$port" --log off --poll-ms 0 "$@" 2>>"$dir/server.err" &
+  serve_dir "$dir" "$port" "$@"
+}
+serve_dir() { # directory, port, extra flags...
+  local from=$1 port=$2; shift 2
+  "$bin" serve "$from" --addr "127.0.0.1:$port" --log off --poll-ms 0 "$@" 2>>"$dir/server.err" &
   pids+=($!)
   wait_up "$port"
 }
@@ -92,6 +107,7 @@ serve $((BASE + 0))
 serve $((BASE + 1)) --state "redis://127.0.0.1:$redis_port" --state-new --state-timeout-ms 1000
 serve $((BASE + 2)) --state "redis://127.0.0.1:$redis_port" --state-timeout-ms 1000
 serve $((BASE + 3)) --state "$cluster_url" --state-new --state-timeout-ms 1000
+serve_dir "$budget_dir" $((BASE + 4)) --state "redis://127.0.0.1:$budget_redis" --state-new --state-timeout-ms 1000
 
 echo "wrk ${DURATION}s per row; 2-call batch of coach.gate in a session and turn; $(nproc) cores"
 run "in memory, 1 server" 1 $((BASE + 0))
@@ -110,3 +126,16 @@ echo "redis: $keys keys, used_memory $used bytes ($((used / keys)) per key, base
 evalsha() { redis-cli -p "$1" info commandstats | awk -F'[:,=]' '/^cmdstat_evalsha/ { print $3 " calls, " $7 " us per call" }'; }
 echo "redis-side cost of the script: $(evalsha "$redis_port")"
 for p in "${shards[@]}"; do echo "cluster shard $p: $(redis-cli -p "$p" dbsize) keys; script $(evalsha "$p")"; done
+
+# A budget adds no round trip: script calls (EVALSHA + EVAL) per batch, from INFO
+# commandstats before and after a run, on the plain server's store and on the budgeted one's.
+scripts() { redis-cli -p "$1" info commandstats | awk -F'[:,=]' '/^cmdstat_eval(sha)?:/ { n += $3 } END { print n + 0 }'; }
+requests() { awk '/requests in/ { print $1 }' "$dir/wrk.$1"; }
+for row in "without a budget:$((BASE + 1)):$redis_port" "with a budget per session:$((BASE + 4)):$budget_redis"; do
+  IFS=: read -r label port store <<<"$row"
+  before=$(scripts "$store")
+  run "redis, 1 server, $label" 1 "$port" >/dev/null
+  after=$(scripts "$store")
+  awk -v l="$label" -v d="$((after - before))" -v r="$(requests "$port")" \
+    'BEGIN { printf "script calls per batch, %s: %.3f (%d calls, %d batches)\n", l, d / r, d, r }'
+done

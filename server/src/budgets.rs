@@ -1,25 +1,26 @@
 //! The counts of budgets that span batches (`per turn`, `session`, `principal`, `tenant`,
-//! with an optional `within` window), kept in this process.
+//! with an optional `within` window): which count a batch reads ([`Scopes::counted`], the
+//! one place for it, used by this process's [`Book`] and by the shared store's,
+//! `turn_state::redis_store::budgets`), and the book that keeps them in this process.
 //!
 //! The engine judges a budget from `facts.spent.NAME` and reports in the response's `spent`
-//! what the batch's allowed calls consumed; this book is the keeper in between. For one
-//! batch, [`Book::judge`] holds the book's lock while it gives the counts, the batch is
-//! judged and the response's consumption is added, so two concurrent batches can never both
-//! spend the same remainder.
+//! what the batch's allowed calls consumed; a keeper sits in between. For one batch,
+//! [`Book::judge`] holds the book's lock while it gives the counts, the batch is judged (with
+//! its turn state, which in memory needs no await) and the final response's consumption is
+//! added, so two concurrent batches can never both spend the same remainder.
 //!
 //! Fail closed, always in the denying direction: a budget whose scope the request does not
-//! identify (no session, no `principal.sub`, no `principal.tenant`), a book that is full, or
-//! a server whose turn state is shared between replicas (`--state redis`, where one
-//! process's count is not the deployment's) gives no count, and the engine denies. When a
-//! window's history is over its cap, the oldest two entries are merged into one stamped with
-//! the later time, which can only keep consumption longer. The book lives in memory: a
-//! restart starts every count from zero, which `docs/server.md` says.
+//! identify (no session, no `principal.sub`, no `principal.tenant`), or a book that is full,
+//! gives no count, and the engine denies. When a window's history is over its cap, the
+//! oldest two entries are merged into one stamped with the later time, which can only keep
+//! consumption longer. The book lives in memory: a restart starts every count from zero,
+//! which `docs/server.md` says; under `--state redis` the counts live in the store.
 
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use toolgate_engine::{BudgetScope, Policy, Response};
+use toolgate_engine::{Budget, BudgetScope, Policy, Response};
 
 /// The most scopes (budget × session, principal, ...) the book tracks.
 pub(crate) const MAX_KEYS: usize = 100_000;
@@ -117,35 +118,63 @@ impl Scopes {
     }
 
     /// The identity of `scope` for this batch, `None` when the request does not give it.
+    /// It names the scope's kind too, so a reload that moves a budget from one kind of
+    /// scope to another never reads an old count of another kind.
     fn key(&self, scope: BudgetScope) -> Option<String> {
         let part = |name: &str| {
             self.principal
                 .as_ref()
                 .and_then(|p| p.get(name))
                 .and_then(Value::as_str)
-                .map(str::to_owned)
         };
-        match scope {
-            BudgetScope::Batch => None,
-            BudgetScope::Turn => Some(format!(
-                "{}\u{0}{}",
-                self.session.as_deref()?,
-                self.turn.as_deref()?
-            )),
-            BudgetScope::Session => self.session.clone(),
-            BudgetScope::Principal => part("sub"),
-            BudgetScope::Tenant => part("tenant"),
-        }
+        let id = match scope {
+            BudgetScope::Batch => return None,
+            BudgetScope::Turn => {
+                format!("{}\u{0}{}", self.session.as_deref()?, self.turn.as_deref()?)
+            }
+            BudgetScope::Session => self.session.clone()?,
+            BudgetScope::Principal => part("sub")?.to_owned(),
+            BudgetScope::Tenant => part("tenant")?.to_owned(),
+        };
+        Some(format!("{}:{id}", scope.as_str()))
+    }
+
+    /// The counts `policy`'s budgets over batches need for this batch, in source order: each
+    /// budget whose scope the request identifies (the others get no count, so they deny).
+    /// The one place that says which count a batch reads, for the book and the shared store.
+    pub(crate) fn counted<'p>(&self, policy: &'p Policy) -> Vec<Counted<'p>> {
+        policy
+            .budgets()
+            .filter(|b| b.scope != BudgetScope::Batch)
+            .filter_map(|budget| {
+                Some(Counted {
+                    scope: self.key(budget.scope)?,
+                    budget,
+                })
+            })
+            .collect()
     }
 }
 
-/// The budget counts of every policy the server serves.
+/// The counts a batch is judged with (`facts.spent`: budget name, count), or `None` to
+/// leave the request's own.
+pub(crate) type Given = Option<Vec<(String, f64)>>;
+
+/// One count a batch reads: a budget over batches and its scope's identity for the batch.
+#[derive(Debug, Clone)]
+pub(crate) struct Counted<'p> {
+    /// The budget.
+    pub(crate) budget: Budget<'p>,
+    /// Its scope's identity (`session:ID`, `turn:SESSION\0TURN`, `principal:SUB`,
+    /// `tenant:TENANT`).
+    pub(crate) scope: String,
+}
+
+/// The budget counts of every policy the server serves, when its turn state is in this
+/// process (under `--state redis` the store keeps them: `turn_state::redis_store::budgets`).
 #[derive(Debug)]
 pub struct Book {
     counts: Mutex<HashMap<Key, Count>>,
-    /// False when turn state is shared between replicas: this process's counts are then not
-    /// the deployment's, so none is given and every budget over batches denies.
-    local_only: bool,
     /// How long an unwindowed count (a turn's, a session's) is kept after its last use: the
     /// session TTL plus `--session-keep-expired`, the horizon turn state keeps a latched
     /// turn's trace for. A count is as small as such a trace, so it stays exact until then.
@@ -153,37 +182,30 @@ pub struct Book {
 }
 
 impl Book {
-    /// A book for a server whose turn state is in this process (`shared: false`) or shared
-    /// between replicas (`shared: true`: counts are not kept), dropping an unwindowed count
-    /// `keep` after its last use.
-    pub(crate) fn new(shared: bool, keep: Duration) -> Self {
+    /// A book that drops an unwindowed count `keep` after its last use.
+    pub(crate) fn new(keep: Duration) -> Self {
         Book {
             counts: Mutex::new(HashMap::new()),
-            local_only: !shared,
             keep,
         }
     }
 
     /// Judges one batch with `decide`, giving it the counts of `policy`'s budgets over
-    /// batches for `scopes` and adding what its response consumed, under one lock. Without
-    /// `scopes` (a policy with no such budget, [`Scopes::of`]) it is judged as it is,
-    /// without the lock.
-    pub(crate) fn judge<F>(
+    /// batches for `scopes` and adding what the response `spent` finds in its result
+    /// consumed, under one lock. Without `scopes` (a policy with no such budget,
+    /// [`Scopes::of`]) it is judged as it is, without the lock. `decide` may judge the batch
+    /// more than once (turn state carried in): only the response it returns is counted.
+    pub(crate) fn judge<R>(
         &self,
         policy: &Policy,
         scopes: Option<Scopes>,
         now: Instant,
-        decide: F,
-    ) -> Response
-    where
-        F: FnOnce(Option<Vec<(String, f64)>>) -> Response,
-    {
+        decide: impl FnOnce(Given) -> R,
+        spent: impl FnOnce(&R) -> Option<&Response>,
+    ) -> R {
         let Some(scopes) = scopes else {
             return decide(None);
         };
-        if !self.local_only {
-            return decide(Some(Vec::new()));
-        }
         let mut counts = self
             .counts
             .lock()
@@ -191,10 +213,7 @@ impl Book {
         let module = policy.module();
         let mut given = Vec::new();
         let mut keys = Vec::new();
-        for b in policy.budgets().filter(|b| b.scope != BudgetScope::Batch) {
-            let Some(scope) = scopes.key(b.scope) else {
-                continue;
-            };
+        for Counted { budget: b, scope } in scopes.counted(policy) {
             let key = Key {
                 policy: module.to_string(),
                 budget: b.name.to_string(),
@@ -214,7 +233,10 @@ impl Book {
             given.push((b.name.to_string(), used));
             keys.push((key, b.window));
         }
-        let response = decide(Some(given));
+        let judged = decide(Some(given));
+        let Some(response) = spent(&judged) else {
+            return judged;
+        };
         for (key, window) in keys {
             let amount = response
                 .spent
@@ -229,7 +251,7 @@ impl Book {
                     .add(amount, now);
             }
         }
-        response
+        judged
     }
 
     /// Drops the counts nothing can read any more: a window with no entry left, or an
@@ -247,12 +269,6 @@ impl Book {
             }
             None => now.saturating_duration_since(c.touched) < keep,
         });
-    }
-
-    /// Whether this process keeps counts at all (false under a shared turn-state store, where
-    /// every budget over batches denies).
-    pub(crate) fn kept(&self) -> bool {
-        self.local_only
     }
 
     /// How many scopes the book tracks (for `/health`).
@@ -276,29 +292,23 @@ mod tests {
         let scopes = Scopes::of(policy, Some(session), Some("t"), None);
         let text = json!({"session": session, "turn": "t", "facts": {"stage": "main"}, "calls": [{"id": "c", "tool": "w"}]}).to_string();
         let mut request = toolgate_engine::Request::from_json(&text).unwrap();
-        let response = book.judge(policy, scopes, now, |counts| {
-            request.facts.spent = counts.map(|c| c.into_iter().collect());
-            policy.decide(&request)
-        });
+        let response = book.judge(
+            policy,
+            scopes,
+            now,
+            |counts| {
+                request.facts.spent = counts.map(|c| c.into_iter().collect());
+                policy.decide(&request)
+            },
+            |r| Some(r),
+        );
         response.decisions[0].allow
-    }
-
-    #[test]
-    fn a_book_of_a_shared_store_gives_no_count_so_the_budget_denies() {
-        let policy = Policy::compile("m.gate", POLICY).unwrap();
-        let now = Instant::now();
-        let local = Book::new(false, Duration::from_secs(60));
-        assert!(run(&local, &policy, "s", now));
-        assert!(!run(&local, &policy, "s", now));
-        let shared = Book::new(true, Duration::from_secs(60));
-        assert!(!run(&shared, &policy, "s", now));
-        assert!(!shared.kept());
     }
 
     #[test]
     fn a_window_lets_consumption_go_and_expire_drops_empty_counts() {
         let policy = Policy::compile("m.gate", POLICY).unwrap();
-        let book = Book::new(false, Duration::from_secs(60));
+        let book = Book::new(Duration::from_secs(60));
         let t0 = Instant::now();
         assert!(run(&book, &policy, "s", t0));
         assert!(!run(&book, &policy, "s", t0 + Duration::from_secs(3599)));
@@ -314,7 +324,7 @@ mod tests {
             &POLICY.replace("count <= 1 within 1h per session", "count <= 1 per session"),
         )
         .unwrap();
-        let book = Book::new(false, Duration::from_secs(100));
+        let book = Book::new(Duration::from_secs(100));
         let t0 = Instant::now();
         assert!(run(&book, &policy, "s", t0));
         book.expire(t0 + Duration::from_secs(99));

@@ -322,7 +322,7 @@ pub async fn health(State(state): Shared) -> Response {
     let (sessions, waiting, approved) = state.approvals.held();
     let approvals =
         json!({"ask": state.ask, "sessions": sessions, "waiting": waiting, "approved": approved});
-    let budgets = json!({"scopes": state.budgets.len(), "kept": state.budgets.kept()});
+    let budgets = json!({"scopes": state.budgets.len(), "kept": state.sessions.keeps_counts()});
     let mut body = json!({"status": status, "policies": set.len(), "generation": set.generation(), "state": turn_state, "approvals": approvals, "budgets": budgets});
     if let Some(b) = &state.bundle {
         let status = b.status();
@@ -626,43 +626,38 @@ impl AppState {
             ids.as_ref().map(|(s, _)| s.as_str()),
             started,
         );
-        let budgets = &self.budgets;
-        let mut decide = |request: &mut Request| {
-            let scopes = Scopes::of(
+        let scopes = Scopes::of(
+            policy,
+            request.session.as_deref(),
+            request.turn.as_deref(),
+            request.facts.principal.as_ref(),
+        );
+        let judged = self
+            .sessions
+            .judge(
                 policy,
-                request.session.as_deref(),
-                request.turn.as_deref(),
-                request.facts.principal.as_ref(),
-            );
-            budgets.judge(policy, scopes, started, |counts| {
-                if let Some(c) = counts {
-                    request.facts.spent = Some(c.into_iter().collect());
-                }
-                let first = policy.decide(request);
-                match keeper.again(&first) {
-                    None => first,
-                    Some(approvals) => {
-                        request.facts.approvals = Some(approvals);
-                        policy.decide(request)
+                ids.as_ref().map(|(s, t)| (s.as_str(), t.as_str())),
+                (scopes, &self.budgets),
+                started,
+                |carried, counts| {
+                    if let Some(c) = carried {
+                        request.facts.latched = request.facts.latched.or(c);
                     }
-                }
-            })
-        };
-        let (response, origin) = match &ids {
-            None => (decide(&mut request), None),
-            Some((s, t)) => {
-                let judged = self
-                    .sessions
-                    .judge(policy, (s, t), started, |carried| {
-                        if let Some(c) = carried {
-                            request.facts.latched = request.facts.latched.or(c);
+                    if let Some(c) = counts {
+                        request.facts.spent = Some(c.into_iter().collect());
+                    }
+                    let first = policy.decide(&request);
+                    match keeper.again(&first) {
+                        None => first,
+                        Some(approvals) => {
+                            request.facts.approvals = Some(approvals);
+                            policy.decide(&request)
                         }
-                        decide(&mut request)
-                    })
-                    .await;
-                self.with_state(judged)?
-            }
-        };
+                    }
+                },
+            )
+            .await;
+        let (response, origin) = self.with_state(judged)?;
         let headless = keeper.headless();
         keeper.finish(policy, &response, request.turn.as_deref(), |i| {
             request.calls.get(i).map(|c| &c.args)
@@ -743,47 +738,42 @@ impl AppState {
         );
         // What is carried into the request besides its text, kept only for the shadow set.
         let mut seen = Seen::new(self.shadow.is_some());
-        let budgets = &self.budgets;
-        let mut decide = |request: &mut toolgate_engine::ReadRequest<'_>, seen: &mut Seen| {
-            let scopes = Scopes::of(
+        let scopes = Scopes::of(
+            policy,
+            request.session(),
+            request.turn(),
+            request.principal(),
+        );
+        let judged = self
+            .sessions
+            .judge(
                 policy,
-                request.session(),
-                request.turn(),
-                request.principal(),
-            );
-            budgets.judge(policy, scopes, started, |counts| {
-                if let Some(c) = counts {
-                    request.set_spent(c);
-                }
-                let first = policy.decide_read(request);
-                match keeper.again(&first) {
-                    None => first,
-                    Some(approvals) => {
-                        request.grant(&approvals);
-                        seen.granted(&approvals);
-                        policy.decide_read(request)
+                session.as_ref().map(|(s, t)| (s.as_str(), t.as_str())),
+                (scopes, &self.budgets),
+                started,
+                |carried, counts| {
+                    if let Some(c) = carried {
+                        request.carry(c);
+                        seen.carried(c);
                     }
-                }
-            })
-        };
-        let (response, origin) = match &session {
-            None => (decide(&mut request, &mut seen), None),
-            Some((s, t)) => {
-                let judged = self
-                    .sessions
-                    .judge(policy, (s, t), started, |carried| {
-                        if let Some(c) = carried {
-                            request.carry(c);
-                            seen.carried(c);
+                    if let Some(c) = counts {
+                        request.set_spent(c);
+                    }
+                    let first = policy.decide_read(&request);
+                    match keeper.again(&first) {
+                        None => first,
+                        Some(approvals) => {
+                            request.grant(&approvals);
+                            seen.granted(&approvals);
+                            policy.decide_read(&request)
                         }
-                        decide(&mut request, &mut seen)
-                    })
-                    .await;
-                match self.with_state(judged) {
-                    Ok(done) => done,
-                    Err(e) => return Some(Err(e)),
-                }
-            }
+                    }
+                },
+            )
+            .await;
+        let (response, origin) = match self.with_state(judged) {
+            Ok(done) => done,
+            Err(e) => return Some(Err(e)),
         };
         let (s, t) = session
             .as_ref()
@@ -818,7 +808,7 @@ impl AppState {
     /// from, or 503 when the store refused the session.
     fn with_state(&self, judged: TurnJudged) -> Result<(Decided, Option<Origin>), ApiError> {
         match judged {
-            TurnJudged::Done(response, origin) => Ok((response, Some(origin))),
+            TurnJudged::Done(response, origin) => Ok((response, origin)),
             TurnJudged::Refused(e) => Err(self.session_refused(e)),
         }
     }

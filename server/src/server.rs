@@ -65,7 +65,6 @@ impl Server {
         };
         let sessions = TurnState::open(config.state.as_ref(), config.sessions, boot)?;
         let budgets = super::budgets::Book::new(
-            config.state.is_some(),
             config
                 .sessions
                 .ttl

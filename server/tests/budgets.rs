@@ -8,9 +8,8 @@
 mod support;
 
 use axum::http::StatusCode;
-use axum::Router;
-use serde_json::{json, Value};
-use support::{get, log_lines, post, serve, Served};
+use serde_json::json;
+use support::{allowed, batch, decide, get, log_lines, post, serve, Served};
 
 const SHOP: &str = r#"module shop
 write refund, send
@@ -23,29 +22,6 @@ budget per_tenant for refund { count <= 6 within 1h per tenant }
 
 async fn shop() -> Served {
     serve(&[("shop.gate", SHOP)], |_, _| {}).await
-}
-
-fn batch(session: &str, turn: &str, sub: Option<&str>, calls: &[(&str, f64)]) -> Value {
-    let calls: Vec<Value> = calls
-        .iter()
-        .enumerate()
-        .map(|(i, (tool, a))| json!({"id": format!("c{i}"), "tool": tool, "args": {"amount": a}}))
-        .collect();
-    let mut facts = json!({"stage": "main"});
-    if let Some(s) = sub {
-        facts["principal"] = json!({"sub": s, "tenant": "acme"});
-    }
-    json!({"session": session, "turn": turn, "facts": facts, "calls": calls})
-}
-
-async fn decide(app: &Router, body: Value) -> Vec<Value> {
-    let (status, answer) = post(app, "/v1/decide", None, body).await;
-    assert_eq!(status, StatusCode::OK, "{answer}");
-    answer["decisions"].as_array().unwrap().clone()
-}
-
-fn allowed(d: &[Value]) -> Vec<bool> {
-    d.iter().map(|d| d["allow"] == true).collect()
 }
 
 #[tokio::test]
@@ -233,4 +209,22 @@ async fn a_sessions_count_outlives_the_session_ttl() {
     let d = decide(app, batch("s1", "t2", None, &sends)).await;
     assert_eq!(allowed(&d), [true, false], "{d:?}");
     assert_eq!(d[1]["rule"], "per_session");
+}
+
+#[tokio::test]
+async fn a_call_a_carried_latch_blocks_consumes_nothing() {
+    let policy = "module shop\nwrite send\ningest fetch\nstage main { tools [send, fetch] }\nlatch tainted { set_by [fetch] blocks [send] }\nbudget per_session for send { count <= 3 per session }\n";
+    let shop = serve(&[("shop.gate", policy)], |_, _| {}).await;
+    let app = &shop.app;
+    assert_eq!(
+        allowed(&decide(app, batch("s1", "t1", None, &[("fetch", 0.0)])).await),
+        [true]
+    );
+    // Judged first with its own latches (allowed), then with the turn's (blocked): only the
+    // final judgement counts.
+    let d = decide(app, batch("s1", "t1", None, &[("send", 0.0)])).await;
+    assert_eq!(d[0]["kind"], "latch", "{d:?}");
+    let sends = [("send", 0.0), ("send", 0.0), ("send", 0.0)];
+    let d = decide(app, batch("s1", "t2", None, &sends)).await;
+    assert_eq!(allowed(&d), [true, true, true], "nothing was spent: {d:?}");
 }

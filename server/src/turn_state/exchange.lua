@@ -4,6 +4,12 @@
 -- two replicas racing on one turn end with the union of both.
 -- ARGV[8] own latches, ARGV[9] recent turns kept, ARGV[10] most forgotten latched turns.
 -- Reply {"too_many"} when a new turn would push out one latched turn too many.
+-- budget.lua comes before this part: its counts are added here only when the turn carried no
+-- latch the batch did not set by itself (the replica judged the batch with only its own
+-- latches, so with more it may allow other calls); else the reply says "deferred" and the
+-- replica, once it has judged the batch with the turn's latches, adds them with
+-- budget_only.lua. Reply {origin, carried, epoch, seq, budget status, counts...}: the status
+-- "" (no count), "ok" (added; the counts after the batch) or "deferred" (the counts now).
 
 local own = ARGV[8]
 if not raw then
@@ -54,6 +60,7 @@ else
   end
 end
 
+local union
 if base then
   -- base ∪ own, without a closure or a table in the common cases.
   local value = base
@@ -74,6 +81,7 @@ if base then
     table.sort(out)
     value = table.concat(out, ',')
   end
+  union = value
   if held and not wrote_latch then
     if value ~= held then
       body = sub(body, 1, at) .. value .. sub(body, le)
@@ -92,4 +100,15 @@ local life = ttl
 if old > 0 or find(body, '\1[^\2]') then life = ttl + keep end
 redis.call('SET', KEYS[1], nows .. '|' .. old .. '|' .. n .. body, 'PX', life)
 if old > 0 then redis.call('PEXPIRE', KEYS[2], life) end
-return {origin, carried, epoch, tostring(seq)}
+local bstatus = ''
+if bn > 0 then
+  if carried == '' or union == own then
+    budget_commit()
+    bstatus = 'ok'
+  else
+    bstatus = 'deferred'
+  end
+end
+local reply = {origin, carried, epoch, tostring(seq), bstatus}
+for i = 1, bn do reply[#reply + 1] = bfmt(bused[i]) end
+return reply

@@ -8,6 +8,10 @@
 //! the turn, once the store is back, would run unlatched. Every other call is judged as
 //! usual, since no latch touches it.
 //!
+//! The batch is judged with no budget count either (the counts are in the store): a call a
+//! budget over batches then denies is denied as `state` the same way ([`counts_unknown`]).
+//! A batch with no session has no turn, so only that part applies to it.
+//!
 //! A turn whose stored latches the policy no longer declares (a reload removed or renamed
 //! one, or read a policy file half-written) has every call denied as `state` ([`undeclared`]):
 //! which calls that latch blocked is unknown to the policy now judging, and setting "every
@@ -22,6 +26,11 @@ pub const RULE: &str = "session_state";
 /// The refusal of a `state` denial (only the shared store fails this way).
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub const REFUSAL: &str = "the session state is unavailable, so this call cannot be judged: an earlier call in this turn may have blocked it, and a latch it sets could not be recorded. It did not run; try again shortly, and do not tell the user it ran.";
+
+/// The refusal of a call a budget over batches governs, when the store keeping the counts
+/// cannot be reached.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+pub const COUNTS_REFUSAL: &str = "the budget counts are unavailable, so this call cannot be judged: how much of its budget is left is unknown. It did not run; try again shortly, and do not tell the user it ran.";
 
 fn shared(cell: &'static OnceLock<Arc<str>>, text: &str) -> Arc<str> {
     cell.get_or_init(|| Arc::from(text)).clone()
@@ -39,7 +48,25 @@ pub fn relabel(policy: &Policy, own: &Response, mut all: Response) -> Response {
             deny_as_state(d, shared(&REFUSAL_TEXT, REFUSAL));
         }
     }
-    all
+    counts_unknown(policy, all)
+}
+
+/// `judged` (a batch judged with no budget count) with each call a budget over batches
+/// denied for want of its count denied as `state` instead: the store that keeps the counts
+/// could not be reached.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+pub fn counts_unknown(policy: &Policy, mut judged: Response) -> Response {
+    static REFUSAL_TEXT: OnceLock<Arc<str>> = OnceLock::new();
+    for d in &mut judged.decisions {
+        let kept = d.kind == Some(DenyKind::Budget)
+            && policy.budgets().any(|b| {
+                b.scope != toolgate_engine::BudgetScope::Batch && d.rule.as_deref() == Some(b.name)
+            });
+        if kept {
+            deny_as_state(d, shared(&REFUSAL_TEXT, COUNTS_REFUSAL));
+        }
+    }
+    judged
 }
 
 /// `own` (the batch judged with only its own latch facts) with every call denied as `state`:

@@ -8,6 +8,12 @@
 //! shared store costs one round trip per batch, and what is stored never depends on the
 //! order in which replicas finish.
 //!
+//! The batch's budget counts over batches are kept beside the turn state: in memory by the
+//! [`Book`], whose lock the whole judgement runs under; in the shared store inside the same
+//! exchange, checked and added atomically by the script ([`redis_store::budgets`] says why
+//! two replicas never spend one remainder). A batch with no session is judged here too,
+//! for its counts alone.
+//!
 //! When the shared store fails, the batch is judged fail-closed ([`fail_closed`]).
 //!
 //! `/v1/hooks` sessions ([`HookSessions`]) are kept beside them: in memory, or in the same
@@ -24,12 +30,13 @@ pub mod redis_store;
 #[cfg(feature = "redis")]
 mod stats;
 
+use crate::budgets::{Book, Given, Scopes};
 use crate::config::RedisConfig;
 #[cfg(not(feature = "redis"))]
 use crate::error::Feature;
 use crate::error::ServerError;
 #[cfg(feature = "redis")]
-use redis_store::{RedisStore, Reply, SharedHookError};
+use redis_store::{BatchCounts, Counted, RedisStore, Reply, SharedHookError};
 #[cfg(feature = "redis")]
 use std::sync::Arc;
 use std::time::Instant;
@@ -60,10 +67,128 @@ pub enum TurnState {
 
 /// What judging a batch against the store gave.
 pub enum Judged {
-    /// The response, and where the turn's state came from.
-    Done(Response, Origin),
+    /// The response, and where the turn's state came from (`None` for a batch with no
+    /// session).
+    Done(Response, Option<Origin>),
     /// The store refused to start or continue the session (503).
     Refused(SessionError),
+}
+
+impl Judged {
+    /// The response, unless the store refused the session.
+    fn response(&self) -> Option<&Response> {
+        match self {
+            Judged::Done(r, _) => Some(r),
+            Judged::Refused(_) => None,
+        }
+    }
+}
+
+/// The batch's final response: `first` (judged with only its own latches) when the turn's
+/// latches add nothing to them, else judged again by `again` with the turn's; every call
+/// denied as `state` when the turn holds a latch the policy does not declare.
+fn settle(
+    policy: &Policy,
+    first: Response,
+    carried: &Carried,
+    again: impl FnOnce(&Latched) -> Response,
+) -> Response {
+    if let Some(latch) = carried.unjudgeable(policy) {
+        return fail_closed::undeclared(policy, first, latch);
+    }
+    if latches::covers(&first.latched, &carried.latched) {
+        first
+    } else {
+        again(&carried.latched)
+    }
+}
+
+/// [`TurnState::judge`] against the shared store: one round trip for the turn state and the
+/// counts together, again only when the counts changed under the batch or must wait for the
+/// turn's latches ([`redis_store::budgets`]); fail-closed when the store cannot be reached,
+/// or the counts kept changing for [`redis_store::budgets::MAX_ATTEMPTS`] judgements.
+#[cfg(feature = "redis")]
+async fn shared_judge(
+    store: &RedisStore,
+    policy: &Policy,
+    ids: Option<(&str, &str)>,
+    scopes: Option<Scopes>,
+    mut decide: impl FnMut(Option<&Latched>, Given) -> Response,
+) -> Judged {
+    let mut counts = scopes.as_ref().map(|s| store.counts(policy, s));
+    // Judged with no count and, in a turn, every latch: the store could not say.
+    let unavailable =
+        |first: &Response, decide: &mut dyn FnMut(Option<&Latched>, Given) -> Response| {
+            let none = scopes.as_ref().map(|_| Vec::new());
+            let response = match ids {
+                Some(_) => {
+                    fail_closed::relabel(policy, first, decide(Some(&Latched::Flag(true)), none))
+                }
+                None => fail_closed::counts_unknown(policy, decide(None, none)),
+            };
+            Judged::Done(response, Some(Origin::Unavailable))
+        };
+    let mut last = None;
+    for _ in 0..redis_store::budgets::MAX_ATTEMPTS {
+        let given = counts.as_ref().map(BatchCounts::given);
+        let first = decide(None, given.clone());
+        let Some(ids) = ids else {
+            let Some(c) = counts.as_mut() else {
+                return Judged::Done(first, None);
+            };
+            match store.add_counts(c, &first).await {
+                Ok(true) => return Judged::Done(first, None),
+                Ok(false) => {
+                    last = Some(first);
+                    continue;
+                }
+                Err(redis_store::Unavailable) => return unavailable(&first, &mut decide),
+            }
+        };
+        let reply = store
+            .exchange(
+                policy,
+                ids,
+                &first.latched,
+                counts.as_mut().map(|c| (c, &first)),
+            )
+            .await;
+        let (carried, counted) = match reply {
+            Ok(Reply::Carried(carried, counted)) => (carried, counted),
+            Ok(Reply::TooManyTurns) => return Judged::Refused(SessionError::TooManyTurns),
+            Ok(Reply::Conflict) => {
+                last = Some(first);
+                continue;
+            }
+            Err(redis_store::Unavailable) => return unavailable(&first, &mut decide),
+        };
+        // When the store added the counts, the turn carried no latch the batch lacks, so the
+        // response is `first` (or `first` all denied): what was added is what it consumed.
+        let mut response = settle(policy, first, &carried, |l| decide(Some(l), given));
+        if counted != Counted::Deferred {
+            return Judged::Done(response, Some(carried.origin));
+        }
+        let Some(c) = counts.as_mut() else {
+            return Judged::Done(response, Some(carried.origin));
+        };
+        for _ in 0..redis_store::budgets::MAX_ATTEMPTS {
+            match store.add_counts(c, &response).await {
+                Ok(true) => return Judged::Done(response, Some(carried.origin)),
+                Ok(false) => {
+                    let given = Some(c.given());
+                    let own = decide(None, given.clone());
+                    response = settle(policy, own, &carried, |l| decide(Some(l), given));
+                }
+                Err(redis_store::Unavailable) => break,
+            }
+        }
+        return unavailable(&response, &mut decide);
+    }
+    let first = match last {
+        Some(first) => first,
+        None => decide(None, None),
+    };
+    unavailable(&first, &mut decide)
 }
 
 impl TurnState {
@@ -90,50 +215,47 @@ impl TurnState {
         };
     }
 
-    /// Judges one batch of `turn` with the state the store holds for it, and records the
-    /// latches the batch sets. `decide` judges the batch with the given latch state carried
-    /// in (unioned with the request's own), or with none.
+    /// Judges one batch with the state the store holds for its turn (`ids`, when it names a
+    /// session and turn), and records the latches it sets; with `scopes` (a policy with
+    /// budgets over batches, [`Scopes::of`]), with its budget counts too, and adds what it
+    /// consumed: in `book` when turn state is in memory, in the store when it is shared
+    /// (in the same round trip, [`redis_store::budgets`]). `decide` judges the batch with the
+    /// given latch state carried in (unioned with the request's own), or with none, and
+    /// with the given counts (`facts.spent`), or the request's own; it may run several
+    /// times, and only the response returned counts.
     pub async fn judge(
         &self,
         policy: &Policy,
-        (session, turn): (&str, &str),
+        ids: Option<(&str, &str)>,
+        (scopes, book): (Option<Scopes>, &Book),
         now: Instant,
-        mut decide: impl FnMut(Option<&Latched>) -> Response,
+        mut decide: impl FnMut(Option<&Latched>, Given) -> Response,
     ) -> Judged {
-        let first = decide(None);
-        let carried = match self {
-            TurnState::Memory(store) => match store.begin(policy, session, turn, now) {
-                Ok(carried) => {
-                    store.record(policy, session, turn, &first.latched, now);
-                    carried
-                }
-                Err(e) => return Judged::Refused(e),
-            },
+        match self {
+            TurnState::Memory(store) => book.judge(
+                policy,
+                scopes,
+                now,
+                |counts| {
+                    let first = decide(None, counts.clone());
+                    let Some((session, turn)) = ids else {
+                        return Judged::Done(first, None);
+                    };
+                    let carried = match store.begin(policy, session, turn, now) {
+                        Ok(carried) => {
+                            store.record(policy, session, turn, &first.latched, now);
+                            carried
+                        }
+                        Err(e) => return Judged::Refused(e),
+                    };
+                    let response =
+                        settle(policy, first, &carried, |l| decide(Some(l), counts.clone()));
+                    Judged::Done(response, Some(carried.origin))
+                },
+                Judged::response,
+            ),
             #[cfg(feature = "redis")]
-            TurnState::Redis(store) => {
-                match store.exchange(policy, session, turn, &first.latched).await {
-                    Ok(Reply::Carried(carried)) => carried,
-                    Ok(Reply::TooManyTurns) => return Judged::Refused(SessionError::TooManyTurns),
-                    Err(redis_store::Unavailable) => {
-                        let all = decide(Some(&Latched::Flag(true)));
-                        return Judged::Done(
-                            fail_closed::relabel(policy, &first, all),
-                            Origin::Unavailable,
-                        );
-                    }
-                }
-            }
-        };
-        if let Some(latch) = carried.unjudgeable(policy) {
-            return Judged::Done(
-                fail_closed::undeclared(policy, first, latch),
-                carried.origin,
-            );
-        }
-        if latches::covers(&first.latched, &carried.latched) {
-            Judged::Done(first, carried.origin)
-        } else {
-            Judged::Done(decide(Some(&carried.latched)), carried.origin)
+            TurnState::Redis(store) => shared_judge(store, policy, ids, scopes, decide).await,
         }
     }
 
@@ -156,6 +278,16 @@ impl TurnState {
         #[cfg_attr(not(feature = "redis"), allow(irrefutable_let_patterns))]
         if let TurnState::Memory(store) = self {
             store.expire(now);
+        }
+    }
+
+    /// Whether budget counts over batches are kept (`/health`): always in memory, and by a
+    /// single shared node, not by a cluster ([`redis_store::budgets`]).
+    pub fn keeps_counts(&self) -> bool {
+        match self {
+            TurnState::Memory(_) => true,
+            #[cfg(feature = "redis")]
+            TurnState::Redis(store) => store.keeps_counts(),
         }
     }
 

@@ -24,12 +24,18 @@
 //! latches. Expiry is the store's: each session key carries a TTL. The store's own clock
 //! judges idleness, so replicas' clocks never matter.
 //!
+//! The same script checks and adds the batch's budget counts ([`budgets`]), so budgets add no
+//! round trip.
+//!
 //! Any failure (no connection, an error reply, no answer within the timeout) is reported as
 //! [`Unavailable`]; the caller then judges fail-closed. A write that timed out may still have
-//! happened: it only ever sets latches, so that errs towards latched.
+//! happened: it only ever sets latches and adds consumption of calls the caller then denies,
+//! so that errs towards latched and spent.
 
+pub mod budgets;
 mod hooks;
 
+pub use budgets::{BatchCounts, Counted};
 pub use hooks::SharedHookError;
 
 use super::latches;
@@ -55,10 +61,13 @@ pub struct Unavailable;
 
 /// What one exchange with the store gave.
 pub enum Reply {
-    /// The turn's state before this batch.
-    Carried(Carried),
+    /// The turn's state before this batch, and what became of the batch's counts.
+    Carried(Carried, Counted),
     /// The session has pushed out too many latched turns.
     TooManyTurns,
+    /// The batch's counts changed under it: nothing was written, the counts now hold the
+    /// store's, and the batch is judged again ([`budgets`]).
+    Conflict,
 }
 
 impl StoreTls {
@@ -290,6 +299,9 @@ pub struct RedisStore {
     peek: Script,
     marker: Script,
     hook: Script,
+    budget_only: Script,
+    /// The budget counts this replica saw last ([`budgets`]).
+    budget_seen: budgets::Seen,
     timeout: Duration,
     prefix: String,
     limits: SessionLimits,
@@ -419,10 +431,24 @@ impl RedisStore {
             )
         };
         let session = include_str!("session.lua");
+        let budget = include_str!("budget.lua");
         let none: Arc<str> = Arc::from("");
         Ok(RedisStore {
             conn,
-            exchange: Script::new(&source("true", &[session, include_str!("exchange.lua")])),
+            exchange: Script::new(&source(
+                "true",
+                &[
+                    session,
+                    "local B = 11",
+                    budget,
+                    include_str!("exchange.lua"),
+                ],
+            )),
+            budget_only: Script::new(&source(
+                "true",
+                &["local B = 8", budget, include_str!("budget_only.lua")],
+            )),
+            budget_seen: budgets::Seen::default(),
             peek: Script::new(&source("false", &[session, include_str!("peek.lua")])),
             marker: Script::new(&source("true", &[include_str!("marker.lua")])),
             hook: Script::new(&source("ARGV[8] == 'write'", &[include_str!("hook.lua")])),
@@ -573,13 +599,14 @@ impl RedisStore {
     }
 
     /// Starts or continues `turn`: the state the store held for it, after unioning in `own`
-    /// (the latches the batch sets by itself).
+    /// (the latches the batch sets by itself); with `counts`, the batch's budget counts
+    /// checked and what `judged` consumed added, in the same script ([`budgets`]).
     pub async fn exchange(
         &self,
         policy: &Policy,
-        session: &str,
-        turn: &str,
+        (session, turn): (&str, &str),
         own: &LatchState,
+        mut counts: Option<(&mut BatchCounts, &toolgate_engine::Response)>,
     ) -> Result<Reply, Unavailable> {
         self.ensure_checked().await?;
         let keys = session_keys(self.prefix(), policy, session);
@@ -588,11 +615,16 @@ impl RedisStore {
         inv.arg(latches::encode(policy, own))
             .arg(RECENT_TURNS)
             .arg(MAX_LATCHED_TURNS);
+        Self::push_counts(&mut inv, counts.as_ref().map(|(c, r)| (&**c, *r)));
         let reply = self.run(slot, inv).await?;
-        match reply.first().map(String::as_str) {
-            Some("too_many") => Ok(Reply::TooManyTurns),
-            _ => self.carried(policy, &reply).map(Reply::Carried),
+        if reply.first().map(String::as_str) == Some("too_many") {
+            return Ok(Reply::TooManyTurns);
         }
+        let Some(counted) = self.counted(counts.as_mut().map(|(c, _)| &mut **c), &reply)? else {
+            return Ok(Reply::Conflict);
+        };
+        self.carried(policy, &reply)
+            .map(|carried| Reply::Carried(carried, counted))
     }
 
     /// The state `turn` would carry, changing nothing.

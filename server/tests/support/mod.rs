@@ -102,3 +102,30 @@ pub async fn log_lines(served: Served) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// A batch of `calls` (tool, `args.amount`) in `session` and `turn`, with `facts.principal`
+/// `{"sub": SUB, "tenant": "acme"}` when `sub` is given (the budget tests).
+pub fn batch(session: &str, turn: &str, sub: Option<&str>, calls: &[(&str, f64)]) -> Value {
+    let calls: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (tool, a))| serde_json::json!({"id": format!("c{i}"), "tool": tool, "args": {"amount": a}}))
+        .collect();
+    let mut facts = serde_json::json!({"stage": "main"});
+    if let Some(s) = sub {
+        facts["principal"] = serde_json::json!({"sub": s, "tenant": "acme"});
+    }
+    serde_json::json!({"session": session, "turn": turn, "facts": facts, "calls": calls})
+}
+
+/// `POST /v1/decide` of `body`, which must answer 200: its decisions.
+pub async fn decide(app: &Router, body: Value) -> Vec<Value> {
+    let (status, answer) = post(app, "/v1/decide", None, body).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    answer["decisions"].as_array().unwrap().clone()
+}
+
+/// Whether each decision allows its call.
+pub fn allowed(d: &[Value]) -> Vec<bool> {
+    d.iter().map(|d| d["allow"] == true).collect()
+}
