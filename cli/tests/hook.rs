@@ -1038,3 +1038,50 @@ fn an_ask_is_the_agents_own_prompt_or_a_denial() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny", "{v}");
 }
+
+/// Who the agent acts for reaches a hook from `--principal` or `TOOLGATE_PRINCIPAL` (a JSON
+/// object, `{sub, tenant, claims}`): a rule reading `principal.claims.role` allows with the
+/// role, denies without, and denies when no principal is given. A malformed principal
+/// blocks (exit 2) with the path of what is wrong, never judges without it.
+#[test]
+fn the_principal_comes_from_a_flag_or_the_environment() {
+    let s = Setup::new("principal");
+    std::fs::write(
+        &s.policy,
+        r#"module coding
+write Deploy
+stage main { tools [Deploy] }
+rule admins_deploy for Deploy {
+  require principal.claims.role == "admin"
+  refusal "only an admin may deploy"
+}
+"#,
+    )
+    .unwrap();
+    let deploy = || pre("p1", "Deploy", json!({}));
+    let admin = r#"{"sub": "ana", "claims": {"role": "admin"}}"#;
+    let dev = r#"{"sub": "bo", "claims": {"role": "dev"}}"#;
+    assert_eq!(s.claude_with(&["--principal", admin], deploy()), None);
+    assert!(denied(s.claude_with(&["--principal", dev], deploy())).contains("only an admin"));
+    assert!(denied(s.claude(deploy())).contains("only an admin"));
+
+    let mut c = s.command("claude-code", &[]);
+    c.env("TOOLGATE_PRINCIPAL", admin);
+    let out = run_with(c, &deploy().to_string());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).trim().is_empty(), "{}", text(&out.stdout));
+
+    for (bad, says) in [
+        (r#"{"subject": "ana"}"#, "facts.principal.subject"),
+        (r#"{"sub": "ana""#, "--principal"),
+        (r#""ana""#, "facts.principal"),
+    ] {
+        let out = s.run("claude-code", &["--principal", bad], &deploy().to_string());
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", text(&out.stdout));
+        assert!(
+            text(&out.stderr).contains(says),
+            "{bad}: {}",
+            text(&out.stderr)
+        );
+    }
+}

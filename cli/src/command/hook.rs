@@ -6,9 +6,10 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use toolgate_engine::{Facts, Policy, Request};
 use toolgate_hooks::agents::Agent;
 use toolgate_hooks::Judge;
-use toolgate_turns::StateDir;
+use toolgate_turns::{NewIds, StateDir};
 
 /// Arguments of `toolgate hook`.
 #[derive(clap::Args)]
@@ -46,6 +47,11 @@ pub struct RunArgs {
     /// Answer "allow" for allowed calls, instead of leaving them to the agent's own rules.
     #[arg(long)]
     approve: bool,
+    /// Who the agent acts for, as `facts.principal`: a JSON object with `sub`, `tenant` and
+    /// `claims` (also TOOLGATE_PRINCIPAL). Rules read it as `principal.sub`, ...; without it
+    /// they deny. A malformed one blocks every call.
+    #[arg(long, env = "TOOLGATE_PRINCIPAL", value_name = "JSON")]
+    principal: Option<String>,
 }
 
 /// Arguments of `toolgate hook init`.
@@ -130,6 +136,7 @@ fn answer(agent: Agent, args: &RunArgs) -> Result<Option<String>, String> {
     let policy = compile_file(&args.policy, &text)
         .map_err(|e| format!("policy does not compile\n{}", e.render().trim_end()))?;
     let judge = Judge::new(&policy, args.stage.clone(), args.approve);
+    let facts = principal_facts(&policy, args.principal.as_deref())?;
     let dir = match &args.state_dir {
         Some(dir) => StateDir::new(dir),
         None => StateDir::new(StateDir::default_path().map_err(|e| e.to_string())?),
@@ -143,9 +150,25 @@ fn answer(agent: Agent, args: &RunArgs) -> Result<Option<String>, String> {
              taken as set until the next turn"
         );
     }
-    let answer = judge.handle(&event, &mut locked.state);
+    let answer = judge.handle_with(&event, &mut locked.state, &facts, NewIds::NeedSignal);
     locked.save().map_err(|e| e.to_string())?;
     Ok(agent.render(&answer).map(|v| v.to_string()))
+}
+
+/// The facts `--principal` gives every call: `facts.principal`, checked by the engine's own
+/// reader of it, so a principal the hook takes is one `/v1/decide` would take.
+fn principal_facts(policy: &Policy, principal: Option<&str>) -> Result<Facts, String> {
+    let Some(text) = principal else {
+        return Ok(Facts::default());
+    };
+    let value = toolgate_engine::parse_json(text)
+        .map_err(|e| format!("--principal is not JSON: {e}; the call is blocked"))?;
+    let request = Request::from_value(json!({"facts": {"principal": value}, "calls": []}))
+        .map_err(|e| format!("--principal: {e}; the call is blocked"))?;
+    policy
+        .check_facts(&request.facts)
+        .map_err(|e| format!("--principal: {e}; the call is blocked"))?;
+    Ok(request.facts)
 }
 
 /// Quotes `s` for a POSIX shell.
