@@ -757,6 +757,7 @@ impl AppState {
                         seen.carried(c);
                     }
                     if let Some(c) = counts {
+                        seen.spent(&c);
                         request.set_spent(c);
                     }
                     let first = policy.decide_read(&request);

@@ -144,6 +144,7 @@ pub struct Seen {
     on: bool,
     carried: Option<Latched>,
     approvals: Option<Vec<String>>,
+    spent: Option<Vec<(String, f64)>>,
 }
 
 impl Seen {
@@ -159,6 +160,15 @@ impl Seen {
     pub fn carried(&mut self, latched: &Latched) {
         if self.on {
             self.carried = Some(latched.clone());
+        }
+    }
+
+    /// The budget counts were given to the request (`facts.spent`): the shadow's budgets of
+    /// the same names are judged from them, as the strict path's shadow judges the request
+    /// with its counts, rather than denied for a count they lack.
+    pub fn spent(&mut self, counts: &[(String, f64)]) {
+        if self.on {
+            self.spent = Some(counts.to_vec());
         }
     }
 
@@ -183,6 +193,9 @@ impl Seen {
             if let Some(a) = &self.approvals {
                 request.grant(a);
             }
+            if let Some(c) = &self.spent {
+                request.set_spent(c.clone());
+            }
             return Some(policy.decide_read(&request));
         }
         let mut request = Request::from_json(text).ok()?;
@@ -191,6 +204,9 @@ impl Seen {
         }
         if let Some(a) = &self.approvals {
             request.facts.approvals = Some(a.clone());
+        }
+        if let Some(c) = &self.spent {
+            request.facts.spent = Some(c.iter().cloned().collect());
         }
         Some(policy.decide(&request))
     }

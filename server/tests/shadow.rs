@@ -551,3 +551,32 @@ async fn a_hook_call_is_shadowed_and_its_session_is_the_serving_sets() {
     assert_eq!(lines[0]["decisions"][0]["shadow"]["rule"], "small_refunds");
     assert!(lines[2]["decisions"][0].get("shadow").is_none());
 }
+
+/// A budget over batches the serving and shadow policies both declare: the shadow judges
+/// with the counts the serving set was given, on both `/v1/decide` paths, so a shadow equal
+/// to the serving set flips nothing (without them every budgeted call was a shadow denial).
+#[tokio::test]
+async fn a_budget_over_batches_is_shadowed_with_the_serving_counts() {
+    let budgeted = format!(
+        "{}budget per_session for refund {{ count <= 2 per session }}\n",
+        live()
+    );
+    let shop = serve(&budgeted, Some(&[("shop.gate", budgeted.as_str())]), |_| {}).await;
+    // Three batches on the one-pass path, then one on the strict path (an OPA body with a
+    // key besides `input` is read strictly); the third and fourth are over the budget.
+    for turn in ["t1", "t2", "t3"] {
+        let d = decide(&shop.app, batch(turn, &[("refund", 10.0)])).await;
+        assert_eq!(d.len(), 1);
+    }
+    let (status, _) = post(
+        &shop.app,
+        "/v1/data/shop/decide",
+        json!({"input": batch("t4", &[("refund", 10.0)]), "extra": 1}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(shadow_series(&shop.app).await, Vec::<String>::new());
+    let lines = log_lines(shop).await;
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert!(lines.iter().all(|l| l.get("shadow").is_none()), "{lines:?}");
+}
