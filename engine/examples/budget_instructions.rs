@@ -1,8 +1,12 @@
 //! Instruction counts of a `per batch` budget (issue 26: at most 30 ns a call, measured with
-//! callgrind where wall time is noisy): `valgrind --tool=callgrind --collect-atstart=no
-//! --toggle-collect='*run_measured*' target/release/budget_instructions off|on ITERATIONS`
+//! callgrind where wall time is noisy): `cargo build --release -p toolgate-engine --example
+//! budget_instructions`, then `valgrind --tool=callgrind --collect-atstart=no
+//! --toggle-collect='*run_measured*' target/release/examples/budget_instructions off|on
+//! ITERATIONS`
 //! judges a batch of four refunds ITERATIONS times with `decide_into`, by the policy without
-//! (`off`) or with (`on`) `sum args.amount <= 1000 per batch`.
+//! (`off`) or with (`on`) `sum args.amount <= 1000 per batch`. It is an example of the
+//! engine, not a bench binary, so serde_json's maps are the ones toolgate builds with
+//! (`bench/README.md`).
 
 use serde_json::json;
 use std::hint::black_box;
