@@ -561,3 +561,46 @@ fn a_missing_file_says_no_such_file() {
         assert!(err.contains("no such file"), "{args:?}: {err}");
     }
 }
+
+/// `serve --jwks` needs the issuer and audience it checks, and a bad AuthZEN identifier
+/// stops the server: both before anything listens.
+#[test]
+fn serve_refuses_half_configured_token_checks_and_bad_pdp_identifiers() {
+    let dir = std::env::temp_dir().join(format!("toolgate-jwks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("m.gate"),
+        "module m\nread r\nstage s { tools [r] }\n",
+    )
+    .unwrap();
+    let d = dir.display().to_string();
+    let out = run(&["serve", &d, "--jwks", "keys.json", "--jwt-audience", "a"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--jwt-issuer"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&["serve", &d, "--jwt-issuer", "https://idp"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--jwks"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&[
+        "serve",
+        &d,
+        "--addr",
+        "127.0.0.1:0",
+        "--authzen-pdp",
+        "http://pdp",
+    ]);
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--authzen-pdp"),
+        "{}",
+        text(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -4,6 +4,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+/// The code of a refused bearer token, which also names the RFC 6750 challenge.
+const INVALID_TOKEN: &str = "invalid_token";
+
 /// An error a client caused (or a server state it should know about). Never a 500.
 #[derive(Debug)]
 pub struct ApiError {
@@ -76,6 +79,17 @@ impl ApiError {
         ApiError {
             status,
             code: "forbidden",
+            message: message.into(),
+            location: None,
+        }
+    }
+
+    /// 401: a bearer token that is present but not valid (`--jwks`); the answer carries
+    /// `WWW-Authenticate: Bearer error="invalid_token"` with the reason (RFC 6750).
+    pub fn invalid_token(message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::UNAUTHORIZED,
+            code: INVALID_TOKEN,
             message: message.into(),
             location: None,
         }
@@ -163,6 +177,18 @@ impl IntoResponse for ApiError {
                 location: self.location.as_deref(),
             },
         };
-        (self.status, axum::Json(body)).into_response()
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if self.code == INVALID_TOKEN {
+            let challenge = format!(
+                "Bearer error=\"invalid_token\", error_description=\"{}\"",
+                self.message.replace(['"', '\\'], "'")
+            );
+            if let Ok(v) = axum::http::HeaderValue::from_str(&challenge) {
+                response
+                    .headers_mut()
+                    .insert(axum::http::header::WWW_AUTHENTICATE, v);
+            }
+        }
+        response
     }
 }

@@ -85,6 +85,41 @@ pub struct Config {
     /// (`--authzen-stage`): a gateway knows no stages. Default `None`: such an evaluation is
     /// judged as any request without a stage, and denied.
     pub authzen_stage: Option<String>,
+    /// Principals from verified bearer tokens (`--jwks`, `--jwt-issuer`, `--jwt-audience`):
+    /// with it, `facts.principal` is the token's and a request may not bring its own.
+    /// Default `None`: a request's `facts.principal` is taken as the executor sent it.
+    pub jwt: Option<JwtConfig>,
+}
+
+/// How bearer tokens are verified (`docs/server.md`, "Principals from bearer tokens").
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JwtConfig {
+    /// The issuer's key set: a JWKS file, or an `https://` URL (`http://` only to a
+    /// loopback host).
+    pub jwks: String,
+    /// The `iss` a token must have.
+    pub issuer: String,
+    /// The `aud` values a token may name (one is enough).
+    pub audience: Vec<String>,
+    /// The claim read as `principal.tenant` (default `tenant`).
+    pub tenant_claim: String,
+}
+
+impl JwtConfig {
+    /// Tokens of `issuer` for `audience`, keys from `jwks`, the tenant in claim `tenant`.
+    pub fn new(
+        jwks: impl Into<String>,
+        issuer: impl Into<String>,
+        audience: impl Into<String>,
+    ) -> Self {
+        JwtConfig {
+            jwks: jwks.into(),
+            issuer: issuer.into(),
+            audience: vec![audience.into()],
+            tenant_claim: "tenant".into(),
+        }
+    }
 }
 
 /// What the server does with a call that asks a person (`--ask`).
@@ -129,6 +164,7 @@ impl Config {
             shadow: None,
             authzen_pdp: None,
             authzen_stage: None,
+            jwt: None,
         }
     }
 }

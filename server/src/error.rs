@@ -52,6 +52,14 @@ pub enum ServerError {
         /// Why: the rendered diagnostics, or the loader's error.
         diagnostics: String,
     },
+    /// The key set of `--jwks` cannot be used.
+    #[error("--jwks `{jwks}`: {why}")]
+    Jwks {
+        /// The file or URL as configured.
+        jwks: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// The AuthZEN PDP identifier (`--authzen-pdp`) is not one the spec allows.
     #[error("--authzen-pdp `{url}`: {why}")]
     AuthzenPdp {
@@ -148,16 +156,19 @@ pub enum Feature {
     Bundles,
     /// The playground page and its endpoints (`playground`).
     Playground,
+    /// Bearer tokens verified against a JWKS (`jwt`).
+    Jwt,
 }
 
 impl Feature {
     /// Every feature.
-    pub const ALL: [Feature; 5] = [
+    pub const ALL: [Feature; 6] = [
         Feature::Redis,
         Feature::Otel,
         Feature::Shipper,
         Feature::Bundles,
         Feature::Playground,
+        Feature::Jwt,
     ];
 
     /// The cargo feature's name.
@@ -168,6 +179,7 @@ impl Feature {
             Feature::Shipper => "shipper",
             Feature::Bundles => "bundles",
             Feature::Playground => "playground",
+            Feature::Jwt => "jwt",
         }
     }
 
@@ -179,6 +191,7 @@ impl Feature {
             Feature::Shipper => cfg!(feature = "shipper"),
             Feature::Bundles => cfg!(feature = "bundles"),
             Feature::Playground => cfg!(feature = "playground"),
+            Feature::Jwt => cfg!(feature = "jwt"),
         }
     }
 
@@ -199,6 +212,7 @@ impl Feature {
             Feature::Shipper => "--decision-log-url",
             Feature::Bundles => "--bundle",
             Feature::Playground => "toolgate playground",
+            Feature::Jwt => "--jwks",
         }
     }
 
@@ -210,6 +224,7 @@ impl Feature {
             Feature::Shipper => "decision-log shipping",
             Feature::Bundles => "bundle",
             Feature::Playground => "playground",
+            Feature::Jwt => "bearer-token",
         }
     }
 }

@@ -47,6 +47,7 @@
 //! | `shipper` | the decision log shipped as OPA events | [`LogSink::Ship`] |
 //! | `bundles` | signed bundles polled over HTTP(S) | [`PolicySource::Bundle`] |
 //! | `playground` | `/playground`, `/v1/playground`, `/v1/policies/{module}/source` | [`Config::announce`] |
+//! | `jwt` | principals from bearer tokens verified against a JWKS | [`Config::jwt`] |
 //!
 //! Without `playground` those routes are absent (404 like any unknown path).
 //!
@@ -86,13 +87,16 @@ mod shadow;
 mod state;
 mod turn_state;
 
+#[cfg(feature = "jwt")]
+pub mod bearer;
 #[cfg(feature = "bundles")]
 mod bundle;
 #[cfg(any(
     feature = "redis",
     feature = "otel",
     feature = "shipper",
-    feature = "bundles"
+    feature = "bundles",
+    feature = "jwt"
 ))]
 mod http_client;
 #[cfg(feature = "shipper")]
@@ -102,6 +106,8 @@ mod playground;
 #[cfg(feature = "otel")]
 mod tracing_otel;
 
+#[cfg(not(feature = "jwt"))]
+pub use off::bearer;
 #[cfg(not(feature = "bundles"))]
 use off::bundle;
 #[cfg(not(feature = "shipper"))]
@@ -113,8 +119,8 @@ pub mod conn;
 pub mod signals;
 
 pub use config::{
-    AskMode, BundleSource, Config, HttpLimits, LogConfig, LogMode, LogSink, PolicySource,
-    RedisConfig, StoreTls,
+    AskMode, BundleSource, Config, HttpLimits, JwtConfig, LogConfig, LogMode, LogSink,
+    PolicySource, RedisConfig, StoreTls,
 };
 pub use error::{Feature, ServerError, StateError};
 pub use limits::Limits;

@@ -119,3 +119,31 @@ pub mod log_shipper {
         Err(ServerError::Unsupported(Feature::Shipper))
     }
 }
+
+#[cfg(not(feature = "jwt"))]
+pub mod bearer {
+    //! `jwt` is off: no bearer-token verification.
+
+    use crate::config::JwtConfig;
+    use crate::error::{Feature, ServerError};
+    use axum::http::HeaderMap;
+    use serde_json::Value;
+
+    /// The verifier that this build lacks.
+    pub enum Verifier {}
+
+    impl Verifier {
+        /// Refuses: this build has no bearer-token support.
+        pub async fn new(_: JwtConfig) -> Result<Verifier, ServerError> {
+            Err(ServerError::Unsupported(Feature::Jwt))
+        }
+
+        /// Never called.
+        pub async fn principal(
+            &self,
+            _: &HeaderMap,
+        ) -> Result<Option<Value>, std::convert::Infallible> {
+            match *self {}
+        }
+    }
+}

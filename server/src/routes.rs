@@ -46,13 +46,15 @@ struct DecideBody<'a> {
 /// `POST /v1/decide`.
 pub async fn decide(
     State(state): Shared,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let who = state.who(&headers).await?;
     let bytes = state.body_bytes(body)?;
     let text = state.body_text(&bytes)?;
-    let (response, session, id) = match state.judge_fast(text, None).await {
+    let (response, session, id) = match state.judge_fast(text, None, &who).await {
         Some(done) => done?,
-        None => state.judge(state.parse_text(text)?, None).await?,
+        None => state.judge(state.parse_text(text)?, None, &who).await?,
     };
     let mut reply = Json(DecideBody {
         response: &response,
@@ -67,11 +69,15 @@ pub async fn decide(
 /// `POST /v1/offer`: the executor's tool definitions as the model may see them this turn.
 pub async fn offer(
     State(state): Shared,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let who = state.who(&headers).await?;
     let value = state.parse_body(body)?;
-    let request =
+    let mut request =
         OfferRequest::from_value(value).map_err(|e| state.client_error(schema_error(e)))?;
+    who.apply(&mut request.facts.principal)
+        .map_err(|e| state.client_error(e))?;
     state
         .limits
         .check_offer(&request)
@@ -103,6 +109,53 @@ fn carried_approvals() -> ApiError {
     )
 }
 
+/// Who is asking, as the server knows it.
+pub(super) enum Who {
+    /// No `--jwks`: the request's own `facts.principal`, as the executor sent it.
+    AsSent,
+    /// `--jwks`: the verified token's principal (`None` without a token); the request may
+    /// not bring its own.
+    Verified(Option<Value>),
+}
+
+impl Who {
+    /// Puts the verified principal in a request's `facts.principal`; refuses a request that
+    /// brought its own to a server that verifies tokens.
+    fn apply(&self, principal: &mut Option<Value>) -> Result<(), ApiError> {
+        if let Who::Verified(verified) = self {
+            if principal.is_some() {
+                return Err(carried_principal());
+            }
+            principal.clone_from(verified);
+        }
+        Ok(())
+    }
+}
+
+impl AppState {
+    /// Who is asking: with `--jwks`, the principal of the request's bearer token, or 401
+    /// with the reason when the token is not valid.
+    pub(super) async fn who(&self, headers: &HeaderMap) -> Result<Who, ApiError> {
+        let Some(verifier) = &self.bearer else {
+            return Ok(Who::AsSent);
+        };
+        match verifier.principal(headers).await {
+            Ok(principal) => Ok(Who::Verified(principal)),
+            Err(e) => Err(self.client_error(ApiError::invalid_token(e.to_string()))),
+        }
+    }
+}
+
+/// A request that brings its own `facts.principal` to a server that verifies tokens: who is
+/// asking is what the bearer token proves, never what the executor says.
+fn carried_principal() -> ApiError {
+    ApiError::bad_request(
+        "schema",
+        "this server takes the principal from the verified bearer token (--jwks), so a request may not carry `facts.principal`",
+        Some("facts.principal".into()),
+    )
+}
+
 /// A request that brings its own budget counts (`facts.spent`): the server keeps them, and
 /// an executor that could say how much was used could spend any budget again.
 fn carried_spent() -> ApiError {
@@ -126,20 +179,22 @@ fn schema_error(e: RequestError) -> ApiError {
 pub async fn data_decide(
     State(state): Shared,
     Path(module): Path<String>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let who = state.who(&headers).await?;
     let bytes = state.body_bytes(body)?;
     let text = state.body_text(&bytes)?;
     // One pass when the body is exactly `{"input": ..}`: the input is judged from its own
     // text. Any other shape (more keys, `input` twice, invalid JSON) takes the strict path,
     // which refuses duplicate keys anywhere in the body and says what is wrong.
     let fast = match serde_json::from_str::<OpaBody<'_>>(text) {
-        Ok(b) => state.judge_fast(b.input.get(), Some(&module)).await,
+        Ok(b) => state.judge_fast(b.input.get(), Some(&module), &who).await,
         Err(_) => None,
     };
     let (response, session, id) = match fast {
         Some(done) => done?,
-        None => state.data_judge_strict(text, &module).await?,
+        None => state.data_judge_strict(text, &module, &who).await?,
     };
     let result = DecideBody {
         response: &response,
@@ -170,7 +225,12 @@ struct Route<'a> {
 
 impl AppState {
     /// `/v1/data/{module}/decide` on the strict path.
-    async fn data_judge_strict(&self, text: &str, module: &str) -> Result<Judged, ApiError> {
+    async fn data_judge_strict(
+        &self,
+        text: &str,
+        module: &str,
+        who: &Who,
+    ) -> Result<Judged, ApiError> {
         let value = self.parse_text(text)?;
         let Value::Object(mut top) = value else {
             return Err(self.client_error(ApiError::bad_request(
@@ -186,7 +246,7 @@ impl AppState {
                 Some("input".into()),
             )));
         };
-        self.judge(input, Some(module)).await
+        self.judge(input, Some(module), who).await
     }
 }
 
@@ -584,10 +644,13 @@ impl AppState {
         &self,
         value: Value,
         module: Option<&str>,
+        who: &Who,
     ) -> Result<Judged, ApiError> {
         let started = Instant::now();
         let mut request =
             Request::from_value(value).map_err(|e| self.client_error(schema_error(e)))?;
+        who.apply(&mut request.facts.principal)
+            .map_err(|e| self.client_error(e))?;
         self.limits
             .check_request(&request)
             .map_err(|e| self.client_error(e))?;
@@ -690,6 +753,7 @@ impl AppState {
         &self,
         text: &str,
         module: Option<&str>,
+        who: &Who,
     ) -> Option<Result<Judged, ApiError>> {
         let started = Instant::now();
         if self.log.needs_request() {
@@ -712,6 +776,13 @@ impl AppState {
         let mut request = policy.read_json(text)?;
         if request.has_approvals() || request.has_spent() {
             return None;
+        }
+        if let Who::Verified(principal) = who {
+            // The strict path gives the error for a principal the request brought itself.
+            if request.has_principal() {
+                return None;
+            }
+            request.set_principal(principal.clone());
         }
         self.limits
             .check_counts(request.calls(), request.messages())

@@ -8,8 +8,8 @@ use super::error::{Feature, ServerError};
 use super::state::{self, AppState};
 use super::turn_state::{HookSessions, TurnState};
 use super::{
-    approvals_routes, authzen, bundle, conn, guard, hooks, loader, log_shipper, reload_gate,
-    routes, shadow, tracing_otel,
+    approvals_routes, authzen, bearer, bundle, conn, guard, hooks, loader, log_shipper,
+    reload_gate, routes, shadow, tracing_otel,
 };
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
@@ -114,6 +114,10 @@ impl Server {
                 .map(authzen::pdp_identifier)
                 .transpose()?,
             authzen_stage: config.authzen_stage,
+            bearer: match config.jwt {
+                Some(jwt) => Some(bearer::Verifier::new(jwt).await?),
+                None => None,
+            },
         });
         // A shadow set that does not load is a mistake in the command line or the files, and
         // there is no answer it could degrade to: the server does not start.

@@ -74,6 +74,8 @@ pub struct AppState {
     pub authzen_pdp: Option<String>,
     /// The stage of AuthZEN evaluations whose context names none (`--authzen-stage`).
     pub authzen_stage: Option<String>,
+    /// Verifies bearer tokens (`--jwks`); `None` takes a request's `facts.principal` as sent.
+    pub bearer: Option<super::bearer::Verifier>,
 }
 
 use crate::clock::now_ms;

@@ -23,6 +23,7 @@ mod translate;
 
 use super::api_error::ApiError;
 use super::error::ServerError;
+use super::routes::Who;
 use super::state::AppState;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -43,7 +44,7 @@ pub async fn evaluation(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let answer = answer(&state, body, Endpoint::One).await;
+    let answer = answer(&state, &headers, body, Endpoint::One).await;
     with_request_id(&headers, answer)
 }
 
@@ -53,7 +54,7 @@ pub async fn evaluations(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let answer = answer(&state, body, Endpoint::Many).await;
+    let answer = answer(&state, &headers, body, Endpoint::Many).await;
     with_request_id(&headers, answer)
 }
 
@@ -69,9 +70,11 @@ enum Endpoint {
 /// The AuthZEN answer to `body` at `endpoint`.
 async fn answer(
     state: &AppState,
+    headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
     endpoint: Endpoint,
 ) -> Result<Value, ApiError> {
+    let who = state.who(headers).await?;
     let value = state.parse_body(body)?;
     let top = translate::top(&value).map_err(|e| state.client_error(e))?;
     if endpoint == Endpoint::One && top.contains_key("evaluations") {
@@ -89,13 +92,13 @@ async fn answer(
         }
     };
     let Some(list) = list else {
-        return judged(state, &Entities::single(top)).await;
+        return judged(state, &Entities::single(top), &who).await;
     };
     let semantic = translate::semantic(top).map_err(|e| state.client_error(e))?;
     let mut out = Vec::with_capacity(list.len());
     for (i, item) in list.iter().enumerate() {
         let one = match Entities::of(top, item, i) {
-            Ok(entities) => judged(state, &entities).await,
+            Ok(entities) => judged(state, &entities, &who).await,
             Err(e) => Err(state.client_error(e)),
         };
         let decision = one.unwrap_or_else(|e| answer::failed(&e));
@@ -149,10 +152,27 @@ pub(crate) fn pdp_identifier(url: &str) -> Result<String, ServerError> {
 
 /// One evaluation judged as a `/v1/decide` batch of one call: its AuthZEN decision, or the
 /// error `/v1/decide` would give, relocated to the AuthZEN body.
-async fn judged(state: &AppState, entities: &Entities<'_>) -> Result<Value, ApiError> {
-    let body = entities.decide_body(state.authzen_stage.as_deref())?;
+///
+/// With `--jwks` the principal is the bearer token's, and an evaluation about another
+/// subject than the token's `sub` is refused (403): the subject is the PEP's word, the token
+/// is proof.
+async fn judged(state: &AppState, entities: &Entities<'_>, who: &Who) -> Result<Value, ApiError> {
+    let mut body = entities.decide_body(state.authzen_stage.as_deref())?;
+    if let Who::Verified(verified) = who {
+        let said = body["facts"]
+            .as_object_mut()
+            .and_then(|f| f.remove("principal"));
+        let claimed = said.as_ref().and_then(|p| p.get("sub"));
+        let proven = verified.as_ref().and_then(|p| p.get("sub"));
+        if claimed != proven {
+            return Err(entities.relocate(ApiError::forbidden(
+                axum::http::StatusCode::FORBIDDEN,
+                "the subject is not the bearer token's `sub`; with --jwks an evaluation is about the token's subject",
+            )));
+        }
+    }
     let (response, _, id) = state
-        .judge(body, None)
+        .judge(body, None, who)
         .await
         .map_err(|e| entities.relocate(e))?;
     Ok(answer::decision(&response, &id))
