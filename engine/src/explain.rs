@@ -287,6 +287,9 @@ impl Policy {
             Test::Matches(re) => format!("matches {:?}", re.as_str()),
             Test::Is(t) => format!("is {}", t.as_str()),
             Test::Exists => "exists".into(),
+            Test::InFact(fact) => format!("in {}", fact.text()),
+            Test::From(source) => format!("from {}", source.as_str()),
+            Test::Mentions(source) => format!("mentions {}", source.as_str()),
         };
         let verdict = if holds { "true" } else { "not true" };
         format!("{name} = {shown}: `{test_text}` is {verdict}")
