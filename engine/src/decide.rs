@@ -245,6 +245,9 @@ pub(crate) enum Check<'a> {
     /// One latch that blocks the tool (`index` into the policy's latches) and whether it is
     /// set; latches are checked in declaration order up to the first set one.
     Latch { index: usize, set: bool },
+    /// A set latch that `blocks tainted` the tool (`index`), and whether an argument value
+    /// came from untrusted output (or the request carries no outputs to tell).
+    Tainted { index: usize, tainted: bool },
     /// A call that passed every check asks a person: `latch` (its index) or else `rule`
     /// asked, and `approved` says whether `facts.approvals` holds the approval.
     Ask {
@@ -829,7 +832,12 @@ impl Policy {
             return Outcome::Latch(latch);
         }
         if let Some(latch) = blocking_latch(tool.blocked_tainted, batch.latched) {
-            if crate::provenance::tainted(call.args(), batch.provenance.get()) {
+            let tainted = crate::provenance::tainted(call.args(), batch.provenance.get());
+            trace.record(Check::Tainted {
+                index: usize::from(latch),
+                tainted,
+            });
+            if tainted {
                 return Outcome::Tainted(latch);
             }
         }

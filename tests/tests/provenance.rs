@@ -405,3 +405,17 @@ fn fmt_keeps_the_new_forms_and_is_idempotent() {
         judge(&policy(&once), facts, "send_email", args)
     );
 }
+
+#[test]
+fn explain_shows_the_tainted_check() {
+    let p = policy(BANK);
+    let text = json!({"facts": {"stage": "main", "latched": true, "prompt": "pay the bill",
+        "outputs": bill_outputs()},
+        "calls": [{"id": "c9", "tool": "send_money", "args": {"recipient": "DE89370400440532013000"}}]})
+    .to_string();
+    let request = Request::from_json(&text).unwrap();
+    let explained = p.explain(&request);
+    let last = explained[0].steps.last().expect("steps");
+    assert_eq!(last.check, "latch untrusted (blocks tainted)");
+    assert!(!last.passed, "{last:?}");
+}
