@@ -419,3 +419,39 @@ fn explain_shows_the_tainted_check() {
     assert_eq!(last.check, "latch untrusted (blocks tainted)");
     assert!(!last.passed, "{last:?}");
 }
+
+#[test]
+fn a_short_number_is_from_no_prompt_and_a_tainted_only_latch_does_not_warn() {
+    let p = policy(
+        r#"module files
+read list_files
+write delete_file
+stage main { tools [list_files, delete_file] }
+rule named for delete_file { require args.file_id from prompt }
+"#,
+    );
+    let facts = json!({"prompt": "What is on my calendar for June 13? Delete report-2024.pdf"});
+    assert!(!judge(&p, facts.clone(), "delete_file", json!({"file_id": "13"})).allow);
+    assert!(
+        judge(
+            &p,
+            facts,
+            "delete_file",
+            json!({"file_id": "report-2024.pdf"})
+        )
+        .allow
+    );
+    let tainted_only = Policy::compile(
+        "t.gate",
+        "module t\ningest fetch\nwrite post\nstage s { tools [fetch, post] }\nlatch l { set_by ingest blocks tainted post }\n",
+    )
+    .unwrap();
+    assert!(
+        tainted_only
+            .warnings()
+            .iter()
+            .all(|w| !w.message.contains("blocks nothing")),
+        "{:?}",
+        tainted_only.warnings()
+    );
+}

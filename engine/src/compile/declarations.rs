@@ -122,7 +122,10 @@ impl Compiler {
                     if decl.set_by.is_empty() {
                         self.warn(decl.name.span, format!("latch `{}` has no `set_by`, so it is only ever set by the `latched` fact", decl.name.name), "add `set_by ingest` or name the tools that set it");
                     }
-                    if decl.blocks.is_empty() && decl.asks.is_empty() {
+                    if decl.blocks.is_empty()
+                        && decl.blocks_tainted.is_empty()
+                        && decl.asks.is_empty()
+                    {
                         self.warn(
                             decl.name.span,
                             format!("latch `{}` blocks nothing", decl.name.name),

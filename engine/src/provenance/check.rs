@@ -6,8 +6,9 @@
 //! - `from prompt`: every leaf with a key occurs in the prompt;
 //! - `mentions ingest` / `mentions prompt`: some token inside a string leaf does.
 //!
-//! A value with no leaf that has a key (an empty list, a short amount) is from nowhere:
-//! `from` is false.
+//! A value with no leaf that has a key (an empty list, a number under six digits) is from
+//! nowhere: `from` is false, `from prompt` included (a prompt's "June 13" vouches for no file
+//! 13).
 
 use super::{key, tokens, Index, Taint};
 use crate::truth::{Truth, ABSENT};
@@ -91,11 +92,9 @@ pub(crate) fn from_prompt(v: &Value, index: &Index) -> Truth {
     }
     let (mut keyed, mut all) = (false, true);
     for_each_leaf(v, &mut |leaf| {
-        let k = match leaf {
-            Value::String(s) => key::loose(s),
-            Value::Number(n) => Some(Cow::Owned(n.to_string())),
-            _ => None,
-        };
+        // A short number has no key, so it is from no prompt: "June 13" does not vouch
+        // for file 13.
+        let k = leaf_key(leaf);
         if let Some(k) = k {
             keyed = true;
             all = index.in_prompt(&k);

@@ -90,8 +90,9 @@ fn looks_like_grouped_iban(s: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b' ')
 }
 
-/// The key of `text` for matching against the prompt: [`of`], but a short number keeps its
-/// key (the user typed "send 50 to Bob").
+/// The key of `text` for comparing it with one value the executor holds (`in facts.PATH`):
+/// [`of`], but a short number keeps itself as its key, since equality, not provenance, is
+/// asked.
 pub(crate) fn loose(text: &str) -> Option<Cow<'_, str>> {
     let t = text.trim_matches(is_edge);
     if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
