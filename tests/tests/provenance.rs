@@ -455,3 +455,51 @@ rule named for delete_file { require args.file_id from prompt }
         tainted_only.warnings()
     );
 }
+
+/// Whether the change gate holds `new` against `old` (a widening, an undecided point or a
+/// data widening), and whether it holds the policy against itself (never).
+fn gate_holds(old: &str, new: &str) -> bool {
+    use toolgate_prove::{diff, Config};
+    let config = Config {
+        cases: 512,
+        seed: 42,
+    };
+    let (old, new) = (policy(old), policy(new));
+    let held = |d: toolgate_prove::PolicyDiff| {
+        !d.widenings.is_empty() || !d.undecided.is_empty() || !d.data_widenings.is_empty()
+    };
+    assert!(!held(diff(&old, &old, &config)), "a policy against itself");
+    held(diff(&old, &new, &config))
+}
+
+#[test]
+fn the_change_gate_holds_every_loosening_of_provenance() {
+    // Dropping a rule's provenance test, or a latch's tainted block.
+    assert!(gate_holds(
+        BANK,
+        &BANK.replace("require args.body not mentions ingest", "require true")
+    ));
+    assert!(gate_holds(
+        BANK,
+        &BANK.replace("  blocks tainted write\n", "")
+    ));
+    // From `blocks` to `blocks tainted`: calls with nothing untrusted in them now run.
+    assert!(gate_holds(
+        &BANK.replace("blocks tainted write", "blocks write"),
+        BANK
+    ));
+    // A key taken out of the index, and another source that vouches.
+    assert!(gate_holds(
+        BANK,
+        &BANK.replace("metadata [sender, id]", "metadata [sender, id, body]")
+    ));
+    assert!(gate_holds(
+        BANK,
+        &BANK.replace("args.to from prompt", "args.to from ingest")
+    ));
+    // Tightening is not held.
+    assert!(!gate_holds(
+        BANK,
+        &BANK.replace("metadata [sender, id]", "metadata [id]")
+    ));
+}
