@@ -160,21 +160,27 @@ pub(crate) struct Env<'a> {
 }
 
 impl<'a> Env<'a> {
-    /// An environment for one call.
+    /// An environment for one call, with no provenance index (a provenance test is then
+    /// unknown).
     pub(crate) fn new(args: &'a Value, facts: FactsRef<'a>, hosts: &'a [HostList]) -> Self {
+        Env::judging(args, facts, hosts, None)
+    }
+
+    /// An environment for one call of a request being judged, with its provenance index.
+    #[inline(always)]
+    pub(crate) fn judging(
+        args: &'a Value,
+        facts: FactsRef<'a>,
+        hosts: &'a [HostList],
+        provenance: Option<&'a crate::provenance::Lazy<'a>>,
+    ) -> Self {
         Env {
             args,
             facts,
             hosts,
             ambiguity: Cell::new(None),
-            provenance: None,
+            provenance,
         }
-    }
-
-    /// This environment with the request's provenance index.
-    pub(crate) fn with_provenance(mut self, index: &'a crate::provenance::Lazy<'a>) -> Self {
-        self.provenance = Some(index);
-        self
     }
 }
 

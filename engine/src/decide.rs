@@ -411,7 +411,7 @@ impl Policy {
         let mut heap = Vec::new();
         let verdicts = slots(&mut stack, &mut heap, request.calls.len());
         let ids = Ids::of(request.session.as_deref(), request.turn.as_deref());
-        let index = Lazy::new(facts.outputs(), facts.prompt(), self);
+        let index = Lazy::new(facts, self);
         let latched = self.run(facts, &index, ids, &request.calls, verdicts, trace);
         self.respond(facts, &index, ids, &request.calls, verdicts, latched)
     }
@@ -426,7 +426,7 @@ impl Policy {
         out.clear();
         out.resize(request.calls.len(), Verdict::PENDING);
         let ids = Ids::of(request.session.as_deref(), request.turn.as_deref());
-        let index = Lazy::new(facts.outputs(), facts.prompt(), self);
+        let index = Lazy::new(facts, self);
         let latched = self.run(facts, &index, ids, &request.calls, out, &mut NoTrace);
         self.latch_state(latched, facts.latched())
     }
@@ -452,7 +452,7 @@ impl Policy {
         let mut heap = Vec::new();
         let verdicts = slots(&mut stack, &mut heap, view.calls.len());
         let ids = Ids::of(view.session.as_deref(), view.turn.as_deref());
-        let index = Lazy::new(facts.outputs(), facts.prompt(), self);
+        let index = Lazy::new(facts, self);
         let latched = self.run(facts, &index, ids, &view.calls, verdicts, &mut NoTrace);
         Ok(self.respond(facts, &index, ids, &view.calls, verdicts, latched))
     }
@@ -486,7 +486,7 @@ impl Policy {
         let mut heap = Vec::new();
         let verdicts = slots(&mut stack, &mut heap, view.calls.len());
         let ids = Ids::of(view.session.as_deref(), view.turn.as_deref());
-        let index = Lazy::new(facts.outputs(), facts.prompt(), self);
+        let index = Lazy::new(facts, self);
         let latched = self.run(facts, &index, ids, &view.calls, verdicts, &mut NoTrace);
         self.respond(facts, &index, ids, &view.calls, verdicts, latched)
     }
@@ -626,8 +626,7 @@ impl Policy {
     ) -> Verdict {
         match v.0 {
             Outcome::Rule(id) if !self.rules[id.index()].parts.is_empty() => {
-                let env =
-                    Env::new(call.args(), facts, &self.host_lists).with_provenance(provenance);
+                let env = Env::judging(call.args(), facts, &self.host_lists, Some(provenance));
                 Verdict(failed_part(id, &self.rules[id.index()], &env))
             }
             _ => v,
@@ -828,17 +827,14 @@ impl Policy {
                 rest &= rest - 1;
             }
         }
-        if let Some(latch) = blocking_latch(tool.blocked_by, batch.latched) {
-            return Outcome::Latch(latch);
-        }
-        if let Some(latch) = blocking_latch(tool.blocked_tainted, batch.latched) {
-            let tainted = crate::provenance::tainted(call.args(), batch.provenance.get());
-            trace.record(Check::Tainted {
-                index: usize::from(latch),
-                tainted,
-            });
-            if tainted {
-                return Outcome::Tainted(latch);
+        // One test for both kinds of latch block (`latch_mask` is their union), so a policy
+        // without `blocks tainted` judges with the code it had before.
+        if tool.latch_mask & batch.latched != 0 {
+            if let Some(latch) = blocking_latch(tool.blocked_by, batch.latched) {
+                return Outcome::Latch(latch);
+            }
+            if let Some(outcome) = self.tainted(call, tool.blocked_tainted, batch, trace) {
+                return outcome;
             }
         }
         // Two copies of the rest, one with the ask checks compiled in: a tool nothing can make
@@ -848,6 +844,27 @@ impl Policy {
         } else {
             self.judge_rules::<false, C, T>(call, id, batch, memo, trace)
         }
+    }
+
+    /// A set latch that `blocks tainted` the tool (one of `blocked_tainted`): its denial when
+    /// an argument value came from untrusted output. Out of line and cold, so a policy
+    /// without provenance judges with the code it had before.
+    #[cold]
+    #[inline(never)]
+    fn tainted<C: CallLike, T: Trace>(
+        &self,
+        call: &C,
+        blocked_tainted: u64,
+        batch: &Batch<'_>,
+        trace: &mut T,
+    ) -> Option<Outcome> {
+        let latch = blocking_latch(blocked_tainted, batch.latched)?;
+        let tainted = crate::provenance::tainted(call.args(), batch.provenance.get());
+        trace.record(Check::Tainted {
+            index: usize::from(latch),
+            tainted,
+        });
+        tainted.then_some(Outcome::Tainted(latch))
     }
 
     /// The rest of the check order for a call that passed the stage and latch checks: the
@@ -871,8 +888,12 @@ impl Policy {
         if tool.rules.is_empty() {
             return self.settle(ask, false, id, call, batch, trace);
         }
-        let env =
-            Env::new(call.args(), batch.facts, &self.host_lists).with_provenance(batch.provenance);
+        let env = Env::judging(
+            call.args(),
+            batch.facts,
+            &self.host_lists,
+            Some(batch.provenance),
+        );
         let mut fail_open = false;
         for &rule_id in tool.rules.iter() {
             let rule = &self.rules[rule_id.index()];
@@ -893,7 +914,7 @@ impl Policy {
                 // Which of its requirements failed is worked out only when the response is
                 // put into words (`pinpoint`), so the verdicts stay as cheap as before.
                 Truth::False | Truth::Unknown(_)
-                    if rule.cond.reads_provenance()
+                    if rule.reads_provenance
                         && crate::provenance_words::rule_hit(
                             &rule.cond,
                             call.args(),
@@ -984,7 +1005,7 @@ impl Policy {
         if shadow.is_empty() {
             return Vec::new();
         }
-        let env = Env::new(call.args(), facts, &self.host_lists).with_provenance(provenance);
+        let env = Env::judging(call.args(), facts, &self.host_lists, Some(provenance));
         shadow
             .iter()
             .map(|&r| &self.rules[r.index()])
@@ -1191,7 +1212,7 @@ impl Policy {
         if let Some(l) = blocking_latch(info.asked_by, latched) {
             return Some(Asker::Latch(l));
         }
-        let env = Env::new(call.args(), facts, &self.host_lists).with_provenance(provenance);
+        let env = Env::judging(call.args(), facts, &self.host_lists, Some(provenance));
         info.rules.iter().find_map(|&r| {
             let cond = self.rules[r.index()].ask.as_ref()?;
             (cond.eval(&env) != Truth::False).then_some(Asker::Rule(r))

@@ -282,9 +282,8 @@ impl Ctx<'_> {
                     return Truth::Unknown(0);
                 };
                 let facts = crate::view::FactsRef::Owned(&self.request.facts);
-                let index =
-                    crate::provenance::Lazy::new(facts.outputs(), facts.prompt(), self.policy);
-                let env = Env::new(&call.args, facts, self.hosts).with_provenance(&index);
+                let index = crate::provenance::Lazy::new(facts, self.policy);
+                let env = Env::judging(&call.args, facts, self.hosts, Some(&index));
                 cond.eval(&env)
             }
         }

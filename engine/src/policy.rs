@@ -67,6 +67,9 @@ pub(crate) struct ToolInfo {
     /// Latches (bit per latch) that deny this tool while set only when a value of its
     /// arguments comes from untrusted output (`blocks tainted`).
     pub(crate) blocked_tainted: u64,
+    /// `blocked_by | blocked_tainted`: the judge's one test of whether any set latch may
+    /// block the tool.
+    pub(crate) latch_mask: u64,
     /// The keys of this tool's output that are metadata (`provenance for .. { metadata }`);
     /// `None`: the default list.
     pub(crate) metadata: Option<Box<[Box<str>]>>,
@@ -136,6 +139,9 @@ pub(crate) struct LatchInfo {
 pub(crate) struct RuleInfo {
     pub(crate) name: Arc<str>,
     pub(crate) kind: DenyKind,
+    /// Whether `cond` has a `from` or `mentions` test: a denial then looks for the value
+    /// that came from untrusted output (kind `provenance`).
+    pub(crate) reads_provenance: bool,
     pub(crate) cond: Cond,
     pub(crate) fail_open: bool,
     pub(crate) refusal: Arc<str>,

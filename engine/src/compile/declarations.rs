@@ -24,6 +24,7 @@ impl Compiler {
                 sets: 0,
                 blocked_by: 0,
                 blocked_tainted: 0,
+                latch_mask: 0,
                 metadata: None,
                 asked_by: 0,
                 may_ask: false,
@@ -287,6 +288,7 @@ impl Compiler {
         }
         self.check_fail_open_guards(&tool_rules, &rules, &open_by_default);
         for ((t, r), s) in tools.iter_mut().zip(tool_rules).zip(tool_shadow) {
+            t.latch_mask = t.blocked_by | t.blocked_tainted;
             t.may_ask = t.asked_by != 0 || r.iter().any(|id| rules[id.index()].ask.is_some());
             t.rules = r.into_boxed_slice();
             t.shadow_rules = s.into_boxed_slice();
@@ -638,6 +640,7 @@ impl Compiler {
         Some(RuleInfo {
             name: decl.name.name.as_str().into(),
             kind,
+            reads_provenance: cond.reads_provenance(),
             cond,
             fail_open,
             refusal,

@@ -327,26 +327,21 @@ pub(crate) fn locate(
     Some((id.to_string(), tool.to_string(), at))
 }
 
-/// A request's index, built the first time a test asks for it.
+/// A request's index, built the first time a test asks for it. Making one reads nothing, so
+/// a request judged by a policy without provenance tests pays only for the struct.
 pub(crate) struct Lazy<'a> {
     cell: std::cell::OnceCell<Index>,
-    outputs: Option<&'a Value>,
-    prompt: Option<&'a str>,
+    facts: crate::view::FactsRef<'a>,
     label: Label<'a>,
 }
 
 impl<'a> Lazy<'a> {
-    /// The index of `outputs` and `prompt` (`facts.outputs`, `facts.prompt`), labelled by
-    /// `label`, not built yet.
-    pub(crate) fn new(
-        outputs: Option<&'a Value>,
-        prompt: Option<&'a str>,
-        label: Label<'a>,
-    ) -> Self {
+    /// The index of `facts.outputs` and `facts.prompt`, labelled by `label`, not built yet.
+    #[inline(always)]
+    pub(crate) fn new(facts: crate::view::FactsRef<'a>, label: Label<'a>) -> Self {
         Lazy {
             cell: std::cell::OnceCell::new(),
-            outputs,
-            prompt,
+            facts,
             label,
         }
     }
@@ -354,12 +349,12 @@ impl<'a> Lazy<'a> {
     /// The index, built now if no test asked for it before.
     pub(crate) fn get(&self) -> &Index {
         self.cell
-            .get_or_init(|| Index::build(self.outputs, self.prompt, self.label))
+            .get_or_init(|| Index::build(self.facts.outputs(), self.facts.prompt(), self.label))
     }
 
     /// Where in `facts.outputs` an untrusted value was first seen: the call id, the tool
     /// and the path.
     pub(crate) fn locate(&self, origin: Origin) -> Option<(String, String, String)> {
-        locate(self.outputs?, origin, self.label)
+        locate(self.facts.outputs()?, origin, self.label)
     }
 }

@@ -79,7 +79,7 @@ class ClaudeGate(Gate):
 
     async def user_prompt_submit(self, input_data: Dict[str, Any], tool_use_id: Optional[str], context: Any) -> Dict[str, Any]:
         """A new user message: a new turn for the session (a repeated one changes nothing)."""
-        self.start_turn(input_data.get("session_id", ""), epoch=input_data.get("prompt_id"))
+        self.start_turn(input_data.get("session_id", ""), epoch=input_data.get("prompt_id"), prompt=input_data.get("prompt"))
         return {}
 
     async def pre_tool_use(self, input_data: Dict[str, Any], tool_use_id: Optional[str], context: Any) -> Dict[str, Any]:
@@ -135,6 +135,14 @@ class ClaudeGate(Gate):
         return PermissionResultDeny(message=decision["reason"])
 
     async def post_tool_use(self, input_data: Dict[str, Any], tool_use_id: Optional[str], context: Any) -> Dict[str, Any]:
-        """A call ran: recorded for ``called_before`` rules."""
-        self.record(input_data.get("session_id", ""), input_data.get("tool_name", ""), ok=True, epoch=input_data.get("prompt_id"))
+        """A call ran: recorded for ``called_before`` rules, and its ``tool_response`` as the
+        call's output for the turn's provenance checks."""
+        self.record(
+            input_data.get("session_id", ""),
+            input_data.get("tool_name", ""),
+            ok=True,
+            epoch=input_data.get("prompt_id"),
+            output=input_data.get("tool_response"),
+            call_id=input_data.get("tool_use_id") or tool_use_id,
+        )
         return {}

@@ -155,6 +155,10 @@ def _older(entry: Mapping[str, Any]) -> Dict[str, Any]:
     return dict(entry) if not isinstance(age, int) or isinstance(age, bool) else _aged(entry, age + 1)
 
 
+
+# "No output given" for ``record``: ``None`` is an output (a tool that returned nothing).
+_NO_OUTPUT: Any = object()
+
 class Turn:
     """One user turn of a session: the executor's facts, and the turn's id in the session's
     ``TurnState`` (its latches and recorded calls live there).
@@ -418,10 +422,13 @@ class Turn:
         latch the call sets is set)."""
         return self._one(tool, args, call_id, consume=False)
 
-    def record(self, tool: str, ok: bool = True) -> None:
+    def record(self, tool: str, ok: bool = True, *, output: Any = _NO_OUTPUT, call_id: Optional[str] = None) -> None:
         """Records that ``tool`` ran in this turn (``ok``: it succeeded), for
-        ``called_before`` and ``called_within`` rules."""
+        ``called_before`` and ``called_within`` rules; with ``output``, also what it
+        returned, for the turn's provenance checks (``facts.outputs``)."""
         self._state.record_call(tool, bool(ok), self._id)
+        if output is not _NO_OUTPUT:
+            self._state.record_output(self.policy, call_id or "call", tool, output, self._id)
 
 
 class _Session:
@@ -483,13 +490,18 @@ class Gate:
             session.current = turn
         return turn
 
-    def start_turn(self, key: str = "", facts: Optional[Mapping[str, Any]] = None, epoch: Any = None) -> Turn:
+    def start_turn(self, key: str = "", facts: Optional[Mapping[str, Any]] = None, epoch: Any = None, prompt: Optional[str] = None) -> Turn:
         """Starts a new user turn for ``key``: latches clear, facts are read again (or
         ``facts``). ``epoch`` is the framework's id of the new turn where it sends one; an
         epoch the session already knows is a late or repeated signal and changes nothing
-        (its turn is returned as it is)."""
+        (its turn is returned as it is). ``prompt``, the user's message, is sent as
+        ``facts.prompt`` with the turn's calls."""
         with self._lock:
-            return self._enter(self._session(key), _new_id() if epoch is None else str(epoch), facts)
+            session = self._session(key)
+            turn = self._enter(session, _new_id() if epoch is None else str(epoch), facts)
+            if prompt is not None:
+                session.state.set_prompt(prompt)
+            return turn
 
     def turn(self, key: str = "", epoch: Any = None) -> Turn:
         """The turn for ``key``.
@@ -508,10 +520,12 @@ class Gate:
                 return self._enter(session, _new_id(), None)
             return session.current
 
-    def record(self, key: str, tool: str, ok: bool = True, epoch: Any = None) -> None:
+    def record(self, key: str, tool: str, ok: bool = True, epoch: Any = None, *, output: Any = _NO_OUTPUT, call_id: Optional[str] = None) -> None:
         """Records that ``tool`` ran for ``key`` (``ok``: it succeeded), in turn ``epoch``
         (default: the current turn). Never starts a turn: a call of an epoch the session
-        does not know is kept undated (never recent for ``called_within``)."""
+        does not know is kept undated (never recent for ``called_within``). With
+        ``output``, also what it returned, sent as ``facts.outputs`` with the turn's later
+        calls once every untrusted call's output is in (docs/agents.md)."""
         with self._lock:
             session = self._session(key)
             if epoch is not None:
@@ -519,6 +533,8 @@ class Gate:
             else:
                 turn_id = session.current.id if session.current is not None else None
             session.state.record_call(tool, bool(ok), turn_id)
+            if output is not _NO_OUTPUT:
+                session.state.record_output(self.policy, call_id or "call", tool, output, turn_id)
 
     def end(self, key: str = "") -> None:
         """Forgets ``key``'s session. Only for a conversation that is over: a later call
