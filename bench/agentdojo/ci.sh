@@ -5,7 +5,8 @@
 #     would not really be attempted, and every policy figure would be meaningless), or
 #   - the shipped latch-only policy lets any tool-goal attack succeed, or
 #   - the shipped policy keeps fewer banking tasks than it did when these lines were written
-#     (4 of 16: the read-only ones), which would mean a class or the latch changed.
+#     (4 of 16: the read-only ones), which would mean a class or the latch changed,
+#   - or a unit test of the harness (test_harness.py) fails.
 # Usage: bench/agentdojo/ci.sh [VENV]   (default: $AGENTDOJO_VENV or bench/agentdojo/.venv)
 set -euo pipefail
 
@@ -19,9 +20,10 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet -r "$here/requirements.txt" "$repo/bindings/python"
+"$venv/bin/python" -m pip install --quiet -r "$here/requirements.txt" pytest "$repo/bindings/python"
 
 cd "$repo"
+"$venv/bin/python" -m pytest -q -p no:cacheprovider "$here/test_harness.py"
 "$venv/bin/python" "$here/run.py" --suite banking --baseline --quiet --json "$out/baseline.json"
 "$venv/bin/python" "$here/run.py" --suite banking --quiet --json "$out/policy.json"
 

@@ -235,6 +235,8 @@ class Outcome:
     attack_asked: bool = False
     attack_calls: int = 0
     placed_late: bool = False
+    delivered: bool = False
+    """Whether a call that ran returned the injected text (else the model never saw it)."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -290,6 +292,7 @@ def replay(
         outcome.attack_succeeded = bool(suite._check_injection_task_security(injection_task, output, pre, env, turn.traces()))
         outcome.attack_asked = any(s.verdict.asked for s in attack_steps)
         outcome.attack_calls = len(attack_steps)
+        outcome.delivered = any(s.ran and carries(s.output, injections.values()) for s in user_steps)
     return outcome
 
 
