@@ -36,6 +36,10 @@ export interface Facts {
   called?: { tool: string; ok: boolean; turns_ago?: number }[];
   /** Approval digests a person granted: each allows exactly the call whose ask carried it. */
   approvals?: string[];
+  /** The user's message of this turn, for `from prompt` (docs/language.md, "Provenance"). */
+  prompt?: string;
+  /** The outputs of this turn's earlier calls, for `from ingest` and `blocks tainted`. */
+  outputs?: { id: string; tool: string; output: Json }[];
   [custom: string]: Json | undefined;
 }
 
@@ -49,7 +53,19 @@ export type LatchState = boolean | { [latch: string]: boolean };
  */
 export type DenyKind =
   | 'unclassified' | 'stage' | 'latch' | 'host' | 'args' | 'precondition' | 'rule' | 'state'
-  | 'ask';
+  | 'budget' | 'provenance' | 'ask';
+
+/** On a `provenance` denial: the argument whose value came from untrusted output, and where. */
+export interface Provenance {
+  /** The argument path: `args.recipient`, `args.to[1]`. */
+  arg: string;
+  why: 'untrusted' | 'over_cap' | 'no_outputs';
+  /** The id and tool of the call whose output held it first. */
+  call?: string;
+  tool?: string;
+  /** Where: `facts.outputs[0].output.content`. */
+  output?: string;
+}
 
 /** The decision for one call. A denial is a result, never an exception. */
 export interface Decision {
@@ -66,6 +82,8 @@ export interface Decision {
   sanitise_output?: boolean;
   /** On an ask: the digest an approval must carry. On an allow: the approval it used. */
   approval?: string;
+  /** On a `provenance` denial: which argument value came from untrusted output. */
+  provenance?: Provenance;
 }
 
 /** The answer to a batch: the same shape as the decision server's JSON response. */

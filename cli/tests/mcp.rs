@@ -518,6 +518,41 @@ fn a_write_after_an_ingest_is_refused_and_never_reaches_upstream() {
 }
 
 #[test]
+fn with_blocks_tainted_a_write_runs_after_an_ingest_unless_it_carries_a_value_from_its_result() {
+    if !python_ready() {
+        return;
+    }
+    // The proxy keeps each forwarded result as the turn's output (issue 25): the page's own
+    // URL is in its text, so a write that carries it is refused and one that does not runs.
+    let tainted = POLICY
+        .replace("blocks write", "blocks tainted write")
+        .replace(
+            "rule read_first for write_file { require called_before(read_file) }\n",
+            "",
+        );
+    let s = Setup::with_policy("tainted", &tainted);
+    let (_, out) = s.client(
+        &[],
+        vec![
+            call("fetch_url", json!({"url": "https://docs.rs/x"})),
+            call(
+                "write_file",
+                json!({"path": "a", "text": "see https://docs.rs/x"}),
+            ),
+            call("write_file", json!({"path": "a", "text": "my own words"})),
+        ],
+    );
+    assert!(out[0]["isError"] == false, "{}", out[0]);
+    let refused = assert_refused(&out[1]);
+    assert!(
+        refused.contains("fetch_url") && refused.contains("args.text"),
+        "{refused}"
+    );
+    assert_passed(&out[2], "wrote 12 bytes to a");
+    assert_eq!(s.reached(), ["fetch_url", "write_file"]);
+}
+
+#[test]
 fn rpc_error_mode_answers_a_denial_with_a_json_rpc_error() {
     if !python_ready() {
         return;

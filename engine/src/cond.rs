@@ -12,7 +12,7 @@ use crate::view::FactsRef;
 use regex::Regex;
 use serde_json::Value;
 use std::cell::Cell;
-use toolgate_lang::ast::{CmpOp, TypeName};
+use toolgate_lang::ast::{CmpOp, Source, TypeName};
 
 pub(crate) use crate::truth::{Truth, ABSENT, AMBIGUOUS, INVALID};
 
@@ -114,6 +114,19 @@ pub(crate) enum Test {
     Matches(Regex),
     Is(TypeName),
     Exists,
+    /// `in facts.PATH`: one of the fact's elements (each element, for a list value).
+    InFact(ValuePath),
+    /// `from SOURCE` (`crate::provenance`).
+    From(Source),
+    /// `mentions SOURCE` (`crate::provenance`).
+    Mentions(Source),
+}
+
+impl Test {
+    /// Whether the test reads the request's provenance index.
+    pub(crate) fn reads_provenance(&self) -> bool {
+        matches!(self, Test::From(_) | Test::Mentions(_))
+    }
 }
 
 /// A value found at a path.
@@ -141,6 +154,9 @@ pub(crate) struct Env<'a> {
     pub(crate) hosts: &'a [HostList],
     /// What the last ambiguous URL seen was ambiguous about (see [`AMBIGUOUS`]).
     pub(crate) ambiguity: Cell<Option<Ambiguity>>,
+    /// The request's provenance index, built on first use; `None` where no request is
+    /// judged (a provenance test is then unknown, as with absent outputs).
+    pub(crate) provenance: Option<&'a crate::provenance::Lazy<'a>>,
 }
 
 impl<'a> Env<'a> {
@@ -151,7 +167,14 @@ impl<'a> Env<'a> {
             facts,
             hosts,
             ambiguity: Cell::new(None),
+            provenance: None,
         }
+    }
+
+    /// This environment with the request's provenance index.
+    pub(crate) fn with_provenance(mut self, index: &'a crate::provenance::Lazy<'a>) -> Self {
+        self.provenance = Some(index);
+        self
     }
 }
 
@@ -250,6 +273,31 @@ impl Cond {
         }
     }
 
+    /// True when the condition has a `from` or `mentions` test. Such a rule is never memoised
+    /// across calls (its value depends on the call's arguments anyway) and its denial is put
+    /// into words with the value's source.
+    pub(crate) fn reads_provenance(&self) -> bool {
+        match self {
+            Cond::And(parts) | Cond::Or(parts) => parts.iter().any(Cond::reads_provenance),
+            Cond::Not(inner) => inner.reads_provenance(),
+            Cond::Test(_, t) => t.reads_provenance(),
+            Cond::SamePath(_, tests) => tests.iter().any(Test::reads_provenance),
+            Cond::Const(_) | Cond::ArgNumber { .. } | Cond::Builtin(_) => false,
+        }
+    }
+
+    /// Each `from ingest` / `mentions ingest` test of the condition, with its path (the
+    /// denial's words search them for the value that came from untrusted output).
+    pub(crate) fn ingest_tests<'c>(&'c self, out: &mut Vec<(&'c ValuePath, bool)>) {
+        match self {
+            Cond::And(parts) | Cond::Or(parts) => parts.iter().for_each(|p| p.ingest_tests(out)),
+            Cond::Not(inner) => inner.ingest_tests(out),
+            Cond::Test(p, t) => push_ingest(out, p, t),
+            Cond::SamePath(p, tests) => tests.iter().for_each(|t| push_ingest(out, p, t)),
+            Cond::Const(_) | Cond::ArgNumber { .. } | Cond::Builtin(_) => {}
+        }
+    }
+
     /// True when the condition tests a host list. Such a rule is never memoised, so a denial
     /// always knows which URL ambiguity caused it.
     pub(crate) fn tests_hosts(&self) -> bool {
@@ -264,29 +312,38 @@ impl Cond {
 
     /// Adds to `out` the top-level keys of custom facts this condition reads.
     pub(crate) fn collect_custom_facts(&self, out: &mut Vec<Box<str>>) {
+        let mut note = |path: &ValuePath| {
+            if let Root::Other(key) = &path.root {
+                if !out.contains(key) {
+                    out.push(key.clone());
+                }
+            }
+        };
+        let mut tests = |path: &ValuePath, tests: &[Test]| {
+            note(path);
+            for t in tests {
+                if let Test::InFact(fact) = t {
+                    note(fact);
+                }
+            }
+        };
         match self {
             Cond::And(parts) | Cond::Or(parts) => {
                 parts.iter().for_each(|p| p.collect_custom_facts(out))
             }
             Cond::Not(inner) => inner.collect_custom_facts(out),
-            Cond::Test(
-                ValuePath {
-                    root: Root::Other(key),
-                    ..
-                },
-                _,
-            )
-            | Cond::SamePath(
-                ValuePath {
-                    root: Root::Other(key),
-                    ..
-                },
-                _,
-            ) if !out.contains(key) => {
-                out.push(key.clone());
-            }
-            _ => {}
+            Cond::Test(path, test) => tests(path, std::slice::from_ref(test)),
+            Cond::SamePath(path, ts) => tests(path, ts),
+            Cond::Const(_) | Cond::ArgNumber { .. } | Cond::Builtin(_) => {}
         }
+    }
+}
+
+fn push_ingest<'c>(out: &mut Vec<(&'c ValuePath, bool)>, path: &'c ValuePath, test: &Test) {
+    match test {
+        Test::From(Source::Ingest) => out.push((path, false)),
+        Test::Mentions(Source::Ingest) => out.push((path, true)),
+        _ => {}
     }
 }
 
@@ -408,6 +465,10 @@ fn apply(found: Lookup<'_>, test: &Test, env: &Env<'_>) -> Truth {
                 _ => Truth::Unknown(ABSENT),
             }
         }
+        // A missing argument came from nowhere.
+        Lookup::Missing if matches!(test, Test::From(_) | Test::Mentions(_)) => {
+            return Truth::False
+        }
         Lookup::Missing => {
             return match test {
                 Test::Exists | Test::Is(_) => Truth::False,
@@ -438,6 +499,70 @@ fn apply(found: Lookup<'_>, test: &Test, env: &Env<'_>) -> Truth {
                 }
             },
             _ => Truth::Unknown(INVALID),
+        },
+        Test::InFact(fact) => in_fact(found, fact, env),
+        Test::From(source) | Test::Mentions(source) => {
+            let Some(index) = env.provenance else {
+                return Truth::Unknown(ABSENT);
+            };
+            let owned;
+            let value = match found {
+                Found::Json(v) => v,
+                Found::Str(s) => {
+                    owned = Value::from(s);
+                    &owned
+                }
+                Found::Num(n) => {
+                    owned = Value::from(n);
+                    &owned
+                }
+            };
+            let index = index.get();
+            match (test, source) {
+                (Test::From(_), Source::Ingest) => crate::provenance::from_ingest(value, index),
+                (Test::From(_), Source::Prompt) => crate::provenance::from_prompt(value, index),
+                (_, Source::Ingest) => crate::provenance::mentions_ingest(value, index),
+                (_, Source::Prompt) => crate::provenance::mentions_prompt(value, index),
+            }
+        }
+    }
+}
+
+/// `in facts.PATH`: the fact must be a list; a scalar value is in it when it equals one of
+/// its elements (strings compared by their provenance key, so case and surrounding
+/// punctuation do not matter), a list value when each of its elements is.
+fn in_fact(found: Found<'_>, fact: &ValuePath, env: &Env<'_>) -> Truth {
+    let list = match lookup(fact, env) {
+        Lookup::Found(Found::Json(Value::Array(items))) => items,
+        Lookup::Found(_) => return Truth::Unknown(INVALID),
+        Lookup::Absent | Lookup::Missing => return Truth::Unknown(ABSENT),
+    };
+    let member = |v: Scalar<'_>| {
+        list.iter().any(|item| match (v, item) {
+            (Scalar::Str(a), Value::String(b)) => {
+                a == b
+                    || matches!((crate::provenance::key::loose(a), crate::provenance::key::loose(b)), (Some(x), Some(y)) if x == y)
+            }
+            (Scalar::Num(a), Value::Number(b)) => b.as_f64() == Some(a),
+            (Scalar::Bool(a), Value::Bool(b)) => a == *b,
+            (Scalar::Null, Value::Null) => true,
+            _ => false,
+        })
+    };
+    match found {
+        Found::Json(Value::Array(items)) => {
+            let mut all = true;
+            for item in items {
+                match scalar(Found::Json(item)) {
+                    Some(v) => all &= member(v),
+                    None => return Truth::Unknown(INVALID),
+                }
+            }
+            Truth::from_bool(all)
+        }
+        f => match scalar(f) {
+            Some(v) => Truth::from_bool(member(v)),
+            None => Truth::Unknown(INVALID),
         },
     }
 }

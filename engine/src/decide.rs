@@ -17,6 +17,7 @@ use crate::error::RequestError;
 use crate::fast_json;
 use crate::ids::{RuleId, StageId, ToolId};
 use crate::policy::{Policy, RuleInfo, StageInfo};
+use crate::provenance::Lazy;
 use crate::request::Latched;
 use crate::request::Request;
 use crate::response::{Decision, DenyKind, LatchState, Response};
@@ -96,6 +97,11 @@ enum Outcome {
     /// It passed every check, but the call would take this budget (its index) past its
     /// limit, or its amount is not a number of at least 0.
     Budget(u16),
+    /// This set latch `blocks tainted` the tool, and a value of the call's arguments comes
+    /// from untrusted output (or the request carries no outputs to tell).
+    Tainted(u8),
+    /// The rule denied, and one of its `from ingest` / `mentions ingest` tests held.
+    Provenance(RuleId),
 }
 
 /// What asked a person about a call: a set latch that `asks` for its tool (its index), or a
@@ -148,6 +154,8 @@ struct Batch<'a> {
     /// The latch mask after the pre-scan.
     latched: u64,
     facts: FactsRef<'a>,
+    /// The request's provenance index, built on the first test that reads it.
+    provenance: &'a crate::provenance::Lazy<'a>,
     /// The request's session and turn, which an approval is bound to.
     ids: Ids<'a>,
     /// The approvals calls of this batch have used so far: an approval lets one call run,
@@ -237,6 +245,9 @@ pub(crate) enum Check<'a> {
     /// One latch that blocks the tool (`index` into the policy's latches) and whether it is
     /// set; latches are checked in declaration order up to the first set one.
     Latch { index: usize, set: bool },
+    /// A set latch that `blocks tainted` the tool (`index`), and whether an argument value
+    /// came from untrusted output (or the request carries no outputs to tell).
+    Tainted { index: usize, tainted: bool },
     /// A call that passed every check asks a person: `latch` (its index) or else `rule`
     /// asked, and `approved` says whether `facts.approvals` holds the approval.
     Ask {
@@ -400,8 +411,9 @@ impl Policy {
         let mut heap = Vec::new();
         let verdicts = slots(&mut stack, &mut heap, request.calls.len());
         let ids = Ids::of(request.session.as_deref(), request.turn.as_deref());
-        let latched = self.run(facts, ids, &request.calls, verdicts, trace);
-        self.respond(facts, ids, &request.calls, verdicts, latched)
+        let index = Lazy::new(facts.outputs(), facts.prompt(), self);
+        let latched = self.run(facts, &index, ids, &request.calls, verdicts, trace);
+        self.respond(facts, &index, ids, &request.calls, verdicts, latched)
     }
 
     /// Judges every call of `request` into `out` (cleared first), one [`Verdict`] per call in
@@ -414,7 +426,8 @@ impl Policy {
         out.clear();
         out.resize(request.calls.len(), Verdict::PENDING);
         let ids = Ids::of(request.session.as_deref(), request.turn.as_deref());
-        let latched = self.run(facts, ids, &request.calls, out, &mut NoTrace);
+        let index = Lazy::new(facts.outputs(), facts.prompt(), self);
+        let latched = self.run(facts, &index, ids, &request.calls, out, &mut NoTrace);
         self.latch_state(latched, facts.latched())
     }
 
@@ -439,8 +452,9 @@ impl Policy {
         let mut heap = Vec::new();
         let verdicts = slots(&mut stack, &mut heap, view.calls.len());
         let ids = Ids::of(view.session.as_deref(), view.turn.as_deref());
-        let latched = self.run(facts, ids, &view.calls, verdicts, &mut NoTrace);
-        Ok(self.respond(facts, ids, &view.calls, verdicts, latched))
+        let index = Lazy::new(facts.outputs(), facts.prompt(), self);
+        let latched = self.run(facts, &index, ids, &view.calls, verdicts, &mut NoTrace);
+        Ok(self.respond(facts, &index, ids, &view.calls, verdicts, latched))
     }
 
     /// Reads `json` with the one-pass reader and checks it against this policy (the module
@@ -472,8 +486,9 @@ impl Policy {
         let mut heap = Vec::new();
         let verdicts = slots(&mut stack, &mut heap, view.calls.len());
         let ids = Ids::of(view.session.as_deref(), view.turn.as_deref());
-        let latched = self.run(facts, ids, &view.calls, verdicts, &mut NoTrace);
-        self.respond(facts, ids, &view.calls, verdicts, latched)
+        let index = Lazy::new(facts.outputs(), facts.prompt(), self);
+        let latched = self.run(facts, &index, ids, &view.calls, verdicts, &mut NoTrace);
+        self.respond(facts, &index, ids, &view.calls, verdicts, latched)
     }
 
     /// Why a verdict denies, or `None` for an allow.
@@ -486,6 +501,7 @@ impl Policy {
             | Outcome::Whitelist(_)
             | Outcome::Turns(_) => DenyKind::Stage,
             Outcome::Latch(_) => DenyKind::Latch,
+            Outcome::Tainted(_) | Outcome::Provenance(_) => DenyKind::Provenance,
             Outcome::Budget(_) => DenyKind::Budget,
             Outcome::AskLatch(_) | Outcome::AskRule(_) => DenyKind::Ask,
             Outcome::Rule(r) | Outcome::Part(r, _) | Outcome::Url(r, _) => {
@@ -506,6 +522,8 @@ impl Policy {
             Outcome::Whitelist(s) => &self.stages[s.index()].whitelist_refusal,
             Outcome::Turns(s) => &self.stages[s.index()].turns_refusal,
             Outcome::Latch(l) => &self.latches[usize::from(l)].refusal,
+            Outcome::Tainted(l) => &self.latches[usize::from(l)].tainted_refusal,
+            Outcome::Provenance(r) => &self.rules[r.index()].refusal,
             Outcome::AskLatch(l) => &self.latches[usize::from(l)].ask_reason,
             Outcome::AskRule(r) => &self.rules[r.index()].ask_reason,
             Outcome::Budget(b) => &self.budgets[usize::from(b)].refusal,
@@ -540,6 +558,7 @@ impl Policy {
     fn run<C: CallLike, T: Trace>(
         &self,
         facts: FactsRef<'_>,
+        provenance: &Lazy<'_>,
         ids: Ids<'_>,
         calls: &[C],
         out: &mut [Verdict],
@@ -567,6 +586,7 @@ impl Policy {
             turns: facts.stage_turns().unwrap_or(0),
             latched,
             facts,
+            provenance,
             ids,
             used: Default::default(),
             spent: Default::default(),
@@ -597,10 +617,17 @@ impl Policy {
 
     /// A rule's denial narrowed to the requirement that failed, when the rule has several
     /// (`RuleInfo::parts`); any other verdict as it is.
-    fn pinpoint<C: CallLike>(&self, v: Verdict, call: &C, facts: FactsRef<'_>) -> Verdict {
+    fn pinpoint<C: CallLike>(
+        &self,
+        v: Verdict,
+        call: &C,
+        facts: FactsRef<'_>,
+        provenance: &Lazy<'_>,
+    ) -> Verdict {
         match v.0 {
             Outcome::Rule(id) if !self.rules[id.index()].parts.is_empty() => {
-                let env = Env::new(call.args(), facts, &self.host_lists);
+                let env =
+                    Env::new(call.args(), facts, &self.host_lists).with_provenance(provenance);
                 Verdict(failed_part(id, &self.rules[id.index()], &env))
             }
             _ => v,
@@ -610,6 +637,7 @@ impl Policy {
     fn respond<C: CallLike>(
         &self,
         facts: FactsRef<'_>,
+        provenance: &Lazy<'_>,
         ids: Ids<'_>,
         calls: &[C],
         verdicts: &[Verdict],
@@ -621,7 +649,7 @@ impl Policy {
         // what was left (the verdicts stay 8 bytes).
         let mut spent = crate::budget::Tally::default();
         for (call, v) in calls.iter().zip(verdicts) {
-            let v = self.pinpoint(*v, call, facts);
+            let v = self.pinpoint(*v, call, facts, provenance);
             let budget_reason = self.budget_reason(v, call, facts, &mut spent);
             let (mut detokenise, mut opaque_tokens) = (Vec::new(), Vec::new());
             let sanitise_output = match v.0 {
@@ -646,12 +674,29 @@ impl Policy {
                     approved: true,
                     tool,
                     ..
-                } => self.first_asker(tool, call, facts, latched),
+                } => self.first_asker(tool, call, facts, provenance, latched),
                 _ => None,
             };
             let approval =
                 asker.map(|by| crate::approval::text(&self.asked(by, call, ids).digest()));
-            let shadow_denials = self.shadow_denials(v, call, facts);
+            let shadow_denials = self.shadow_denials(v, call, facts, provenance);
+            let provenance_hit = match v.0 {
+                Outcome::Tainted(_) => {
+                    Some(crate::provenance_words::args_hit(call.args(), provenance))
+                }
+                Outcome::Provenance(r) => crate::provenance_words::rule_hit(
+                    &self.rules[r.index()].cond,
+                    call.args(),
+                    provenance,
+                ),
+                _ => None,
+            };
+            let reason = match &provenance_hit {
+                Some(hit) => self
+                    .refusal(v)
+                    .map(|r| Arc::from(format!("{r} {}", crate::provenance_words::sentence(hit)))),
+                None => budget_reason.or_else(|| self.refusal(v).cloned()),
+            };
             // Built in its slot, with every field known first: the decision is not moved.
             decisions.push(Decision {
                 id: CallLabel::from(call.id()),
@@ -662,13 +707,14 @@ impl Policy {
                     Outcome::UnknownStage => Some(Arc::from(stage.unwrap_or_default())),
                     _ => self.denied_by_arc(v).cloned(),
                 },
-                reason: budget_reason.or_else(|| self.refusal(v).cloned()),
+                reason,
                 fail_open: v.fail_open(),
                 detokenise,
                 opaque_tokens,
                 sanitise_output,
                 approval,
                 shadow_denials,
+                provenance: provenance_hit,
             });
         }
         Response {
@@ -694,11 +740,15 @@ impl Policy {
             Outcome::Unclassified => &self.fixed.rule_unclassified,
             Outcome::NoStage => &self.fixed.rule_no_stage,
             Outcome::Whitelist(s) | Outcome::Turns(s) => &self.stages[s.index()].name,
-            Outcome::Latch(l) | Outcome::AskLatch(l) => &self.latches[usize::from(l)].name,
-            Outcome::Budget(b) => &self.budgets[usize::from(b)].name,
-            Outcome::Rule(r) | Outcome::Part(r, _) | Outcome::Url(r, _) | Outcome::AskRule(r) => {
-                &self.rules[r.index()].name
+            Outcome::Latch(l) | Outcome::AskLatch(l) | Outcome::Tainted(l) => {
+                &self.latches[usize::from(l)].name
             }
+            Outcome::Budget(b) => &self.budgets[usize::from(b)].name,
+            Outcome::Rule(r)
+            | Outcome::Part(r, _)
+            | Outcome::Url(r, _)
+            | Outcome::AskRule(r)
+            | Outcome::Provenance(r) => &self.rules[r.index()].name,
         })
     }
 
@@ -781,6 +831,16 @@ impl Policy {
         if let Some(latch) = blocking_latch(tool.blocked_by, batch.latched) {
             return Outcome::Latch(latch);
         }
+        if let Some(latch) = blocking_latch(tool.blocked_tainted, batch.latched) {
+            let tainted = crate::provenance::tainted(call.args(), batch.provenance.get());
+            trace.record(Check::Tainted {
+                index: usize::from(latch),
+                tainted,
+            });
+            if tainted {
+                return Outcome::Tainted(latch);
+            }
+        }
         // Two copies of the rest, one with the ask checks compiled in: a tool nothing can make
         // ask is judged by the same code as before asks existed.
         if tool.may_ask {
@@ -811,7 +871,8 @@ impl Policy {
         if tool.rules.is_empty() {
             return self.settle(ask, false, id, call, batch, trace);
         }
-        let env = Env::new(call.args(), batch.facts, &self.host_lists);
+        let env =
+            Env::new(call.args(), batch.facts, &self.host_lists).with_provenance(batch.provenance);
         let mut fail_open = false;
         for &rule_id in tool.rules.iter() {
             let rule = &self.rules[rule_id.index()];
@@ -831,6 +892,17 @@ impl Policy {
                 }
                 // Which of its requirements failed is worked out only when the response is
                 // put into words (`pinpoint`), so the verdicts stay as cheap as before.
+                Truth::False | Truth::Unknown(_)
+                    if rule.cond.reads_provenance()
+                        && crate::provenance_words::rule_hit(
+                            &rule.cond,
+                            call.args(),
+                            batch.provenance,
+                        )
+                        .is_some() =>
+                {
+                    Some(Outcome::Provenance(rule_id))
+                }
                 Truth::False | Truth::Unknown(_) => Some(Outcome::Rule(rule_id)),
             };
             trace.record(Check::Rule {
@@ -898,6 +970,7 @@ impl Policy {
         v: Verdict,
         call: &C,
         facts: FactsRef<'_>,
+        provenance: &Lazy<'_>,
     ) -> Vec<Arc<str>> {
         let tool = match v.0 {
             Outcome::Allow { tool, .. } => tool,
@@ -911,7 +984,7 @@ impl Policy {
         if shadow.is_empty() {
             return Vec::new();
         }
-        let env = Env::new(call.args(), facts, &self.host_lists);
+        let env = Env::new(call.args(), facts, &self.host_lists).with_provenance(provenance);
         shadow
             .iter()
             .map(|&r| &self.rules[r.index()])
@@ -1111,13 +1184,14 @@ impl Policy {
         tool: ToolId,
         call: &C,
         facts: FactsRef<'_>,
+        provenance: &Lazy<'_>,
         latched: u64,
     ) -> Option<Asker> {
         let info = &self.tools[tool.index()];
         if let Some(l) = blocking_latch(info.asked_by, latched) {
             return Some(Asker::Latch(l));
         }
-        let env = Env::new(call.args(), facts, &self.host_lists);
+        let env = Env::new(call.args(), facts, &self.host_lists).with_provenance(provenance);
         info.rules.iter().find_map(|&r| {
             let cond = self.rules[r.index()].ask.as_ref()?;
             (cond.eval(&env) != Truth::False).then_some(Asker::Rule(r))

@@ -174,6 +174,24 @@ impl Trace for Recorder<'_> {
             }
             Check::Stage(gate, turns) => self.stage(gate, turns),
             Check::Latch { index, set } => self.latch(index, set),
+            Check::Tainted { index, tainted } => {
+                let name = self
+                    .policy
+                    .latches
+                    .get(index)
+                    .map(|l| &*l.name)
+                    .unwrap_or("?");
+                let detail = if tainted {
+                    "set, and an argument value came from untrusted output this turn (or the request carries no `facts.outputs`)"
+                } else {
+                    "set, and no argument value came from untrusted output this turn"
+                };
+                self.push(
+                    format!("latch {name} (blocks tainted)"),
+                    !tainted,
+                    detail.to_string(),
+                );
+            }
             Check::Rule {
                 rule,
                 truth,
@@ -287,6 +305,9 @@ impl Policy {
             Test::Matches(re) => format!("matches {:?}", re.as_str()),
             Test::Is(t) => format!("is {}", t.as_str()),
             Test::Exists => "exists".into(),
+            Test::InFact(fact) => format!("in {}", fact.text()),
+            Test::From(source) => format!("from {}", source.as_str()),
+            Test::Mentions(source) => format!("mentions {}", source.as_str()),
         };
         let verdict = if holds { "true" } else { "not true" };
         format!("{name} = {shown}: `{test_text}` is {verdict}")

@@ -224,6 +224,15 @@ impl<'de> Visitor<'de> for FactsSeed<'_> {
                         v => Some(v),
                     }
                 }
+                key::PROMPT => facts.prompt = map.next_value::<Option<Str<'de>>>()?.map(|s| s.0),
+                key::OUTPUTS => {
+                    facts.outputs = match map.next_value_seed(ValueSeed::unexplained())? {
+                        Value::Null => None,
+                        // A malformed list: the strict reader says where.
+                        v if crate::outputs::check_outputs(&v).is_err() => return Err(invalid()),
+                        v => Some(v),
+                    }
+                }
                 name if self.custom.iter().any(|k| **k == *name) => {
                     let value = map.next_value_seed(ValueSeed::unexplained())?;
                     facts.other.push((key.0, value));

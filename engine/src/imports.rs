@@ -310,6 +310,7 @@ fn item_name(item: &Item) -> Option<&str> {
         | Item::Stage(_)
         | Item::Detokenise(_)
         | Item::SanitiseOutput(_)
+        | Item::Provenance(_)
         | Item::Approvals(_) => None,
         Item::Budget(b) => Some(&b.name.name),
     }

@@ -281,11 +281,10 @@ impl Ctx<'_> {
                 let Some(call) = self.request.calls.get(self.call) else {
                     return Truth::Unknown(0);
                 };
-                let env = Env::new(
-                    &call.args,
-                    crate::view::FactsRef::Owned(&self.request.facts),
-                    self.hosts,
-                );
+                let facts = crate::view::FactsRef::Owned(&self.request.facts);
+                let index =
+                    crate::provenance::Lazy::new(facts.outputs(), facts.prompt(), self.policy);
+                let env = Env::new(&call.args, facts, self.hosts).with_provenance(&index);
                 cond.eval(&env)
             }
         }

@@ -64,6 +64,12 @@ pub(crate) struct ToolInfo {
     pub(crate) sets: u64,
     /// Latches (bit per latch) that deny this tool while set.
     pub(crate) blocked_by: u64,
+    /// Latches (bit per latch) that deny this tool while set only when a value of its
+    /// arguments comes from untrusted output (`blocks tainted`).
+    pub(crate) blocked_tainted: u64,
+    /// The keys of this tool's output that are metadata (`provenance for .. { metadata }`);
+    /// `None`: the default list.
+    pub(crate) metadata: Option<Box<[Box<str>]>>,
     /// Latches (bit per latch) that make a call of this tool ask a person while set.
     pub(crate) asked_by: u64,
     /// Whether anything can make a call of this tool ask (a latch in `asked_by`, a rule with
@@ -119,6 +125,8 @@ pub(crate) struct StageInfo {
 pub(crate) struct LatchInfo {
     pub(crate) name: Arc<str>,
     pub(crate) refusal: Arc<str>,
+    /// The refusal of a call it `blocks tainted`: the author's refusal, else the engine's.
+    pub(crate) tainted_refusal: Arc<str>,
     /// The reason of an ask for a tool the latch `asks` for.
     pub(crate) ask_reason: Arc<str>,
 }
@@ -341,6 +349,35 @@ impl Policy {
         self.tool_index.get(name).map(ToolId)
     }
 
+    /// How the provenance index reads an output of `tool`: `read` output is trusted, that
+    /// of `write` and `egress` tools is not indexed, and everything else (`ingest`, a tool
+    /// the policy does not classify) is untrusted, except its metadata keys.
+    pub(crate) fn output_label(
+        &self,
+        tool: &str,
+    ) -> (crate::provenance::Trust, Option<&[Box<str>]>) {
+        use crate::provenance::Trust;
+        match self.tool_id(tool).map(|id| &self.tools[id.index()]) {
+            None => (Trust::Untrusted, None),
+            Some(info) => {
+                let trust = match info.class {
+                    ToolClass::Read => Trust::Trusted,
+                    ToolClass::Write | ToolClass::Egress => Trust::Skip,
+                    ToolClass::Ingest => Trust::Untrusted,
+                };
+                (trust, info.metadata.as_deref())
+            }
+        }
+    }
+
+    /// Whether the provenance index reads `tool`'s output as untrusted content (an
+    /// `ingest` tool, or one the policy does not classify). A surface that keeps a turn's
+    /// outputs must have recorded each such call's output before it may send them.
+    pub fn indexes_as_untrusted(&self, tool: &str) -> bool {
+        use crate::provenance::Labels;
+        self.label(tool).0 == crate::provenance::Trust::Untrusted
+    }
+
     /// The id of a declared stage.
     #[inline]
     pub(crate) fn stage_id(&self, name: &str) -> Option<StageId> {
@@ -364,5 +401,11 @@ impl Policy {
         self.budgets
             .iter()
             .any(|b| b.scope != crate::BudgetScope::Batch)
+    }
+}
+
+impl crate::provenance::Labels for Policy {
+    fn label(&self, tool: &str) -> (crate::provenance::Trust, Option<&[Box<str>]>) {
+        self.output_label(tool)
     }
 }

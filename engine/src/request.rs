@@ -55,6 +55,13 @@ pub struct Facts {
     /// `tenant`): what its scope has consumed so far in its window. Whoever keeps the counts
     /// supplies it; a budget whose count is missing denies, since its state is unknown.
     pub spent: Option<BTreeMap<String, f64>>,
+    /// The user's message of this turn (`facts.prompt`): a value in it is the user's own, for
+    /// `from prompt` and to vouch for a value also seen in untrusted output.
+    pub prompt: Option<String>,
+    /// The outputs of this turn's earlier calls (`facts.outputs`): a list of `{id, tool,
+    /// output}` objects, checked to have that shape, which `from ingest`, `mentions ingest`
+    /// and `blocks tainted` read. Absent, such a test is unknown and denies.
+    pub outputs: Option<Value>,
     /// Any other facts, reachable from rules as `facts.<key>`.
     pub other: Map<String, Value>,
 }
@@ -397,6 +404,19 @@ impl Facts {
                 ))
             }
         };
+        let prompt = opt_string(&mut map, key::FACTS, key::PROMPT)?;
+        let outputs = match map.remove(key::OUTPUTS) {
+            None | Some(Value::Null) => None,
+            Some(v) => {
+                if let Err(e) = crate::outputs::check_outputs(&v) {
+                    return Err(schema(
+                        &format!("{}{}", fact_path(key::OUTPUTS), e.at),
+                        e.message,
+                    ));
+                }
+                Some(v)
+            }
+        };
         Ok(Facts {
             stage,
             stage_turns,
@@ -407,6 +427,8 @@ impl Facts {
             approvals,
             principal,
             spent,
+            prompt,
+            outputs,
             other: map,
         })
     }
@@ -801,6 +823,12 @@ impl Request {
         }
         if let Some(principal) = &f.principal {
             facts.insert(key::PRINCIPAL.into(), principal.clone());
+        }
+        if let Some(prompt) = &f.prompt {
+            facts.insert(key::PROMPT.into(), Value::from(prompt.as_str()));
+        }
+        if let Some(outputs) = &f.outputs {
+            facts.insert(key::OUTPUTS.into(), outputs.clone());
         }
         if let Some(spent) = &f.spent {
             let m = spent

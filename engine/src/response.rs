@@ -52,6 +52,10 @@ pub enum DenyKind {
     /// A budget (`budget NAME for TOOLS { .. }`) has too little left for the call, or the
     /// amount it would consume is not a number of at least 0. The refusal says what is left.
     Budget,
+    /// An argument value came from content a third party wrote this turn (`from ingest`,
+    /// `mentions ingest`, a latch's `blocks tainted`), or where it came from cannot be
+    /// checked. The decision's `provenance` says which argument and where it was seen.
+    Provenance,
     /// Not a refusal: the call needs a person's approval first (`ask when`, a latch's
     /// `asks`). The decision's `approval` is the digest an approval must carry. An executor
     /// that does not know asks treats this like any denial, so asking fails closed.
@@ -72,6 +76,7 @@ impl DenyKind {
             DenyKind::State => "state",
             DenyKind::Ask => "ask",
             DenyKind::Budget => "budget",
+            DenyKind::Provenance => "provenance",
         }
     }
 }
@@ -117,4 +122,39 @@ pub struct Decision {
     /// shadow (listed for calls that are allowed or ask; absent from JSON when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shadow_denials: Vec<Arc<str>>,
+    /// On a `provenance` denial: the argument value that came from untrusted output, and
+    /// where it was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+}
+
+/// Where a denied argument's value came from (kind `provenance`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// The argument, as a path: `args.recipient`, `args.participants[2]`.
+    pub arg: String,
+    /// Why the value counts as untrusted.
+    pub why: ProvenanceWhy,
+    /// The id of the call whose output it was first seen in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// That call's tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Where in the request it was seen: `facts.outputs[1].output.body`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+/// Why a value counts as untrusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProvenanceWhy {
+    /// It occurs in an untrusted output, and not in the prompt or trusted output.
+    Untrusted,
+    /// The turn's outputs exceed [`crate::MAX_INDEXED_BYTES`]: every value counts as
+    /// untrusted.
+    OverCap,
+    /// The request carries no `facts.outputs`.
+    NoOutputs,
 }

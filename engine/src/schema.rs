@@ -62,8 +62,18 @@ pub const PRINCIPAL: &str = "principal";
 /// so far in its window. Supplied by whoever keeps the counts (the decision server).
 pub const SPENT: &str = "spent";
 
+/// The standard fact: the user's message of this turn, which `from prompt` reads and which
+/// vouches for a value also seen in untrusted output.
+pub const PROMPT: &str = "prompt";
+
+/// The standard fact: the outputs of this turn's earlier calls, each `{id, tool, output}`
+/// ([`OUTPUT_KEYS`]), which `from ingest`, `mentions ingest` and `blocks tainted` read.
+pub const OUTPUTS: &str = "outputs";
+/// An output entry's result, any JSON.
+pub const OUTPUT: &str = "output";
+
 /// Every standard fact key; any other key of `facts` is a custom fact.
-pub const STANDARD_FACTS: [&str; 9] = [
+pub const STANDARD_FACTS: [&str; 11] = [
     STAGE,
     STAGE_TURNS,
     LATCHED,
@@ -73,6 +83,8 @@ pub const STANDARD_FACTS: [&str; 9] = [
     APPROVALS,
     PRINCIPAL,
     SPENT,
+    PROMPT,
+    OUTPUTS,
 ];
 
 /// A principal's subject.
@@ -128,6 +140,8 @@ pub const TURNS_AGO: &str = "turns_ago";
 pub const ID: &str = "id";
 /// A call's arguments.
 pub const ARGS: &str = "args";
+/// The keys of each `facts.outputs` entry.
+pub const OUTPUT_KEYS: [&str; 3] = [ID, TOOL, OUTPUT];
 /// A message's text: accepted so an executor can send its transcript as it is, never read.
 pub const TEXT: &str = "text";
 

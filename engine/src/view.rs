@@ -42,6 +42,10 @@ pub(crate) struct FactsView<'a> {
     pub(crate) principal: Option<Value>,
     /// `facts.spent`, in document order (a duplicate key is refused by the reader).
     pub(crate) spent: Option<Vec<(Cow<'a, str>, f64)>>,
+    /// `facts.prompt`.
+    pub(crate) prompt: Option<Cow<'a, str>>,
+    /// `facts.outputs`, checked to have its shape.
+    pub(crate) outputs: Option<Value>,
     /// Custom facts the policy reads, in document order (a later duplicate wins).
     pub(crate) other: Vec<(Cow<'a, str>, Value)>,
 }
@@ -239,6 +243,22 @@ impl<'a> FactsRef<'a> {
         match self {
             FactsRef::Owned(f) => f.called.as_deref().map(CalledRef::Owned),
             FactsRef::Borrowed(f) => f.called.as_deref().map(CalledRef::Borrowed),
+        }
+    }
+
+    /// `facts.prompt`.
+    pub(crate) fn prompt(self) -> Option<&'a str> {
+        match self {
+            FactsRef::Owned(f) => f.prompt.as_deref(),
+            FactsRef::Borrowed(f) => f.prompt.as_deref(),
+        }
+    }
+
+    /// `facts.outputs`.
+    pub(crate) fn outputs(self) -> Option<&'a Value> {
+        match self {
+            FactsRef::Owned(f) => f.outputs.as_ref(),
+            FactsRef::Borrowed(f) => f.outputs.as_ref(),
         }
     }
 

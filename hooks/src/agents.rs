@@ -186,6 +186,21 @@ fn string(event: &Map<String, Value>, field: &'static str) -> Result<String, Eve
 /// An optional string field: absent or null is `None`; any other type is an error, never
 /// read as absent (a numeric `prompt_id` read as "no turn id" would place the call in
 /// whatever turn is current).
+/// What a post-tool event says the tool returned, as the agent sends it: Claude Code's,
+/// Gemini CLI's and Codex's `tool_response`, Cursor's `result_json` (MCP) or `output`
+/// (shell), or the `error` of a failure.
+fn tool_output(event: &Map<String, Value>) -> Option<Value> {
+    [
+        "tool_response",
+        "tool_output",
+        "result_json",
+        "output",
+        "error",
+    ]
+    .into_iter()
+    .find_map(|k| event.get(k).filter(|v| !v.is_null()).cloned())
+}
+
 fn opt_string(
     event: &Map<String, Value>,
     field: &'static str,
@@ -227,6 +242,7 @@ fn claude_code(e: &Map<String, Value>) -> Result<Event, EventError> {
         "UserPromptSubmit" => Event::TurnStart {
             session: session()?,
             turn: opt_string(e, "prompt_id")?,
+            prompt: opt_string(e, "prompt")?,
         },
         "PreToolUse" => Event::BeforeTool {
             session: session()?,
@@ -237,6 +253,8 @@ fn claude_code(e: &Map<String, Value>) -> Result<Event, EventError> {
         },
         "PostToolUse" | "PostToolUseFailure" => Event::AfterTool {
             session: session()?,
+            call_id: opt_string(e, "tool_use_id")?,
+            output: tool_output(e),
             turn: opt_string(e, "prompt_id")?,
             tool: string(e, "tool_name")?,
             ok: name == "PostToolUse",
@@ -263,6 +281,7 @@ fn gemini_cli(e: &Map<String, Value>) -> Result<Event, EventError> {
         "BeforeAgent" => Event::TurnStart {
             session: session()?,
             turn: None,
+            prompt: opt_string(e, "prompt")?,
         },
         "BeforeTool" => Event::BeforeTool {
             session: session()?,
@@ -279,6 +298,8 @@ fn gemini_cli(e: &Map<String, Value>) -> Result<Event, EventError> {
                 .is_some_and(|err| !err.is_null());
             Event::AfterTool {
                 session: session()?,
+                call_id: opt_string(e, "tool_use_id")?,
+                output: tool_output(e),
                 turn: None,
                 tool: string(e, "tool_name")?,
                 ok: !failed,
@@ -312,6 +333,7 @@ fn cursor(e: &Map<String, Value>) -> Result<Event, EventError> {
         "beforeSubmitPrompt" => Event::TurnStart {
             session: session()?,
             turn,
+            prompt: opt_string(e, "prompt")?,
         },
         "beforeMCPExecution" | "preToolUse" => Event::BeforeTool {
             session: session()?,
@@ -343,12 +365,16 @@ fn cursor(e: &Map<String, Value>) -> Result<Event, EventError> {
         }
         "afterMCPExecution" | "postToolUse" => Event::AfterTool {
             session: session()?,
+            call_id: opt_string(e, "tool_use_id")?,
+            output: tool_output(e),
             turn: turn.clone(),
             tool: string(e, "tool_name")?,
             ok: true,
         },
         "afterShellExecution" => Event::AfterTool {
             session: session()?,
+            call_id: opt_string(e, "tool_use_id")?,
+            output: tool_output(e),
             turn: turn.clone(),
             tool: "shell".into(),
             ok: true,
@@ -371,6 +397,7 @@ fn codex(e: &Map<String, Value>) -> Result<Event, EventError> {
         "UserPromptSubmit" => Event::TurnStart {
             session: session()?,
             turn: turn()?,
+            prompt: opt_string(e, "prompt")?,
         },
         "PreToolUse" => Event::BeforeTool {
             session: session()?,
@@ -383,6 +410,8 @@ fn codex(e: &Map<String, Value>) -> Result<Event, EventError> {
         // non-zero exit, or that is no object at all, is not counted by `called_before`.
         "PostToolUse" => Event::AfterTool {
             session: session()?,
+            call_id: opt_string(e, "tool_use_id")?,
+            output: tool_output(e),
             turn: turn()?,
             tool: string(e, "tool_name")?,
             ok: !codex_failed(e.get("tool_response")),

@@ -28,6 +28,8 @@ pub enum Event {
         session: String,
         /// The agent's id for the new turn, when it sends one.
         turn: Option<String>,
+        /// The user's message, when the event carries it (`facts.prompt`).
+        prompt: Option<String>,
     },
     /// The agent is about to run a tool.
     BeforeTool {
@@ -48,10 +50,14 @@ pub enum Event {
         session: String,
         /// The agent's turn id, when it sends one (a late event is dated by its own turn).
         turn: Option<String>,
+        /// The agent's id for the call, when it sends one.
+        call_id: Option<String>,
         /// The tool, as the policy names it.
         tool: String,
         /// Whether it succeeded.
         ok: bool,
+        /// What it returned, when the event carries it (`facts.outputs`).
+        output: Option<Value>,
     },
     /// An event toolgate has no part in; answered with nothing.
     Other,
@@ -158,10 +164,14 @@ impl<'a> Judge<'a> {
         new_ids: NewIds,
     ) -> Handled {
         let answer = match event {
-            Event::TurnStart { turn, .. } => {
+            Event::TurnStart { turn, prompt, .. } => {
                 // A session that cannot start another turn stays in its current one, whose
                 // latches then go on judging: that errs towards latched.
-                let _ = state.signal(self.policy, turn.as_deref());
+                if state.signal(self.policy, turn.as_deref()).is_ok() {
+                    if let Some(p) = prompt {
+                        state.set_prompt(p);
+                    }
+                }
                 Answer::Nothing
             }
             Event::BeforeTool {
@@ -173,8 +183,21 @@ impl<'a> Judge<'a> {
             } => {
                 return self.before_tool(turn.as_deref(), call_id, tool, args, state, base, new_ids)
             }
-            Event::AfterTool { tool, ok, turn, .. } => {
+            Event::AfterTool {
+                tool,
+                ok,
+                turn,
+                call_id,
+                output,
+                ..
+            } => {
                 state.record_call(tool, *ok, turn.as_deref());
+                // A post event without the result leaves the turn's outputs incomplete, so
+                // a check that reads them denies.
+                if let Some(output) = output {
+                    let id = call_id.as_deref().unwrap_or("call");
+                    state.record_output(self.policy, id, tool, output.clone(), turn.as_deref());
+                }
                 Answer::Nothing
             }
             Event::Other => Answer::Nothing,
@@ -217,8 +240,18 @@ impl<'a> Judge<'a> {
             called: Some(state.called_facts()),
             ..base.clone()
         };
+        let mut facts = facts;
+        if facts.outputs.is_none() {
+            facts.outputs = state.outputs_fact(&placed);
+        }
+        if facts.prompt.is_none() {
+            facts.prompt = state.prompt_fact(&placed);
+        }
         let request = Request::new(facts, vec![Call::new(call_id, tool, args.clone())]);
         let response = self.policy.decide(&request);
+        if response.decisions.first().is_some_and(|d| d.allow) {
+            state.expect_output(self.policy, &placed, tool);
+        }
         // An allowed setter latches the turn now, so every later call in it is judged latched.
         state.latch(self.policy, &placed, tool, &response.latched);
         let answer = match response.decisions.first() {

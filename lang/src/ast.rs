@@ -54,6 +54,20 @@ pub enum Item {
     Approvals(ApprovalsDecl),
     /// `budget NAME for TOOLS { count|sum PATH <= N [within DURATION] per SCOPE }`.
     Budget(BudgetDecl),
+    /// `provenance for TOOLS { metadata [KEY, ..] }`: how those tools' outputs are indexed.
+    Provenance(ProvenanceDecl),
+}
+
+/// `provenance for [read_inbox] { metadata [sender, timestamp] }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProvenanceDecl {
+    /// The tools (or classes) whose outputs this labels.
+    pub targets: Vec<Selector>,
+    /// Object keys whose values are metadata, set by the system rather than the text's author
+    /// (ids, senders, timestamps): they are not indexed as untrusted content.
+    pub metadata: Vec<Spanned<String>>,
+    /// The whole declaration.
+    pub span: Span,
 }
 
 /// `budget daily_refunds for refund { sum args.amount <= 500 within 24h per principal }`.
@@ -348,6 +362,9 @@ pub struct LatchDecl {
     pub set_by: Vec<Selector>,
     /// Tools or classes denied while the latch is set.
     pub blocks: Vec<Selector>,
+    /// Tools or classes denied while the latch is set only when a value of their arguments
+    /// comes from this turn's untrusted output (`blocks tainted`).
+    pub blocks_tainted: Vec<Selector>,
     /// Tools or classes that ask a human instead of running while the latch is set (`asks`):
     /// an approval lets exactly that call through.
     pub asks: Vec<Selector>,
@@ -585,6 +602,33 @@ pub enum Predicate {
     Is(Spanned<TypeName>),
     /// `exists`
     Exists,
+    /// `in facts.PATH`: the value is one of the fact's elements (every element, for a list).
+    InFact(Path),
+    /// `from SOURCE`: the value, or any element or leaf of it, occurs in that source.
+    From(Spanned<Source>),
+    /// `mentions SOURCE`: a URL, e-mail address, IBAN or long number inside the text occurs
+    /// in that source.
+    Mentions(Spanned<Source>),
+}
+
+/// Where a value may have come from, for `from` and `mentions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// This turn's untrusted output (`ingest` tools), unless the value also occurs in the
+    /// prompt or in trusted (`read`) output.
+    Ingest,
+    /// The user's message of this turn (`facts.prompt`).
+    Prompt,
+}
+
+impl Source {
+    /// The keyword as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Ingest => "ingest",
+            Source::Prompt => "prompt",
+        }
+    }
 }
 
 /// A call of a built-in function: `client_sent_media(within: 10, kinds: [image])`.

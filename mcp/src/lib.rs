@@ -299,8 +299,25 @@ impl ServerHandler for Proxy {
         // A call that is still waiting for input (MRTR) has not run yet; anything else did,
         // or may have, and `called_before` learns whether it succeeded.
         if !matches!(outcome, Ok(CallToolResponse::InputRequired(_))) {
-            self.session
-                .with_state(|state| state.record_call(&tool, ok, turn.as_deref()));
+            // The result, as the client receives it, is this call's output for the turn's
+            // later provenance checks; an error answer leaves the outputs incomplete.
+            let output = match &outcome {
+                Ok(CallToolResponse::Complete(result)) => serde_json::to_value(result).ok(),
+                _ => None,
+            };
+            let call_id = context.id.to_string();
+            self.session.with_state(|state| {
+                state.record_call(&tool, ok, turn.as_deref());
+                if let Some(output) = output {
+                    state.record_output(
+                        &self.config.policy,
+                        &call_id,
+                        &tool,
+                        output,
+                        turn.as_deref(),
+                    );
+                }
+            });
         }
         self.touch();
         outcome

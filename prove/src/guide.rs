@@ -239,6 +239,13 @@ fn candidates(pred: &Predicate, urls: &[Value]) -> Vec<Value> {
         Predicate::Is(_) | Predicate::Exists => {
             out.extend([json!("x"), json!(1), json!(1.5), json!(false)]);
         }
+        // A value, a list of values and text with a destination inside: what `from` and
+        // `mentions` look for in outputs and the prompt.
+        Predicate::InFact(_) | Predicate::From(_) | Predicate::Mentions(_) => out.extend([
+            json!("x@example.com"),
+            json!(["x@example.com"]),
+            json!("see https://example.com/x"),
+        ]),
     }
     out
 }

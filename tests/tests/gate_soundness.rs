@@ -323,6 +323,9 @@ fn note_expr(e: &Expr, needs: &mut Needs) {
                     slot.regexes.insert(re.node.clone());
                 }
                 Predicate::Is(_) | Predicate::Exists => slot.typed = true,
+                Predicate::InFact(_) | Predicate::From(_) | Predicate::Mentions(_) => {
+                    slot.typed = true
+                }
             }
         }
     }
@@ -1441,6 +1444,14 @@ fn expr_edits(out: &mut Vec<Edit>, text: &str, e: &Expr, tools: &[String], lists
                     }
                 }
                 Predicate::Exists => {}
+                Predicate::InFact(_) => {}
+                Predicate::From(source) | Predicate::Mentions(source) => {
+                    let other = match source.node {
+                        toolgate_lang::ast::Source::Ingest => "prompt",
+                        toolgate_lang::ast::Source::Prompt => "ingest",
+                    };
+                    replace(out, text, source.span, other.into(), "source");
+                }
             }
         }
     }

@@ -101,7 +101,19 @@ impl EmbeddedTurns {
         if !recorded.is_empty() {
             facts.called.get_or_insert_with(Vec::new).extend(recorded);
         }
+        // The executor's own outputs and prompt win; else what this session recorded.
+        if facts.outputs.is_none() {
+            facts.outputs = self.turns.outputs_fact(&placed);
+        }
+        if facts.prompt.is_none() {
+            facts.prompt = self.turns.prompt_fact(&placed);
+        }
         let response = policy.decide(&request);
+        for (call, d) in request.calls.iter().zip(&response.decisions) {
+            if d.allow {
+                self.turns.expect_output(policy, &placed, &call.tool);
+            }
+        }
         if self.record_latches(policy, &placed, &request.calls, &response.latched) {
             self.batches.clear();
         }
@@ -177,6 +189,27 @@ impl EmbeddedTurns {
             return None;
         }
         b.response.decisions.get(i).cloned()
+    }
+
+    /// Records the output of call `call_id` of `tool` in turn `turn`, for the `facts.outputs`
+    /// of the turn's later batches (see [`SessionTurns::record_output`]). An allowed call
+    /// whose output the policy reads as untrusted must have its output recorded before the
+    /// turn's outputs are sent at all: until then a check that reads them denies.
+    pub fn record_output(
+        &mut self,
+        policy: &Policy,
+        call_id: &str,
+        tool: &str,
+        output: Value,
+        turn: Option<&str>,
+    ) {
+        self.turns
+            .record_output(policy, call_id, tool, output, turn);
+    }
+
+    /// Keeps the user's message of the current turn, for `facts.prompt`.
+    pub fn set_prompt(&mut self, prompt: &str) {
+        self.turns.set_prompt(prompt);
     }
 
     /// Records that `tool` ran (`ok`: it succeeded) in turn `turn` (see

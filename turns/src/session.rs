@@ -198,6 +198,11 @@ pub struct SessionTurns {
     recovered: bool,
     /// Earlier calls, oldest first.
     called: Vec<Called>,
+    /// The current turn's tool outputs, for `facts.outputs` (kept in memory only: see
+    /// `outputs.rs`). Absent from a state written before they existed: a fresh turn 0, which
+    /// the first signal replaces.
+    #[serde(default)]
+    outputs: crate::outputs::TurnOutputs,
 }
 
 impl Default for SessionTurns {
@@ -214,6 +219,7 @@ impl Default for SessionTurns {
             awaiting_id: true,
             recovered: false,
             called: Vec::new(),
+            outputs: crate::outputs::TurnOutputs::default(),
         }
     }
 }
@@ -225,6 +231,7 @@ impl SessionTurns {
         let mut s = SessionTurns {
             recovered: true,
             awaiting_id: false,
+            outputs: crate::outputs::TurnOutputs::lost(0),
             ..SessionTurns::default()
         };
         if let Some(t) = s.recent.back_mut() {
@@ -402,6 +409,71 @@ impl SessionTurns {
         }
     }
 
+    /// An allowed call placed by `placed` whose output `policy` indexes as untrusted: until
+    /// its output is recorded ([`SessionTurns::record_output`]), the turn's outputs are
+    /// incomplete. Does nothing for a call of another than the current turn (that turn is
+    /// never given outputs).
+    pub fn expect_output(&mut self, policy: &Policy, placed: &Placed, tool: &str) {
+        if placed.turn == Some(self.turns) && policy.indexes_as_untrusted(tool) {
+            self.outputs.expect();
+        }
+    }
+
+    /// Records the output of call `call_id` of `tool`, which ran in the turn of event id
+    /// `id` (`None`: the current one). An output of an earlier turn is not kept: that turn
+    /// is never given outputs.
+    pub fn record_output(
+        &mut self,
+        policy: &Policy,
+        call_id: &str,
+        tool: &str,
+        output: serde_json::Value,
+        id: Option<&str>,
+    ) {
+        let turn = match id {
+            None => Some(self.turns),
+            Some(id) => self.find(TurnKey::of(id)),
+        };
+        if turn == Some(self.turns) && self.outputs.turn() == self.turns {
+            self.outputs
+                .record(call_id, tool, output, policy.indexes_as_untrusted(tool));
+        }
+    }
+
+    /// Keeps the user's message of the current turn, for `facts.prompt` (memory only, like
+    /// the outputs).
+    pub fn set_prompt(&mut self, prompt: &str) {
+        if self.outputs.turn() == self.turns {
+            self.outputs.set_prompt(prompt.to_string());
+        }
+    }
+
+    /// The `facts.prompt` to judge a call placed by `placed` with: the current turn's
+    /// message, when known.
+    pub fn prompt_fact(&self, placed: &Placed) -> Option<String> {
+        let current = placed.placement == Placement::Current
+            && placed.turn == Some(self.turns)
+            && self.outputs.turn() == self.turns;
+        current
+            .then(|| self.outputs.prompt().map(str::to_string))
+            .flatten()
+    }
+
+    /// The `facts.outputs` to judge a call placed by `placed` with: the current turn's
+    /// outputs when they are complete; `None` (a check that reads them denies) for a call of
+    /// another turn, unreadable state, or outputs not all recorded.
+    pub fn outputs_fact(&self, placed: &Placed) -> Option<serde_json::Value> {
+        let current = placed.placement == Placement::Current
+            && placed.turn == Some(self.turns)
+            && self.outputs.turn() == self.turns
+            && !self.recovered;
+        if current {
+            self.outputs.fact()
+        } else {
+            None
+        }
+    }
+
     /// The earlier calls as a request's `called` fact, each dated in turns before the
     /// current one.
     pub fn called_facts(&self) -> Vec<CalledTool> {
@@ -509,6 +581,7 @@ impl SessionTurns {
             }
         }
         self.turns = self.turns.saturating_add(1);
+        self.outputs = crate::outputs::TurnOutputs::starting(self.turns);
         self.recent.push_back(Turn {
             number: self.turns,
             ids: key.into_iter().collect(),

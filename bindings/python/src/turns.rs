@@ -175,6 +175,42 @@ impl PyTurnState {
         found.map(|d| to_python(py, &d)).transpose()
     }
 
+    /// Records the output of call `call_id` of `tool` in turn `turn` (default: the current
+    /// one), for the `facts.outputs` of the turn's later batches (`from ingest`, a latch's
+    /// `blocks tainted`). `output` is any JSON-able value; a `str` is a string output. Until
+    /// every allowed call whose output the policy reads as untrusted has its output recorded,
+    /// the turn's outputs are not sent, and a check that reads them denies.
+    #[pyo3(signature = (policy, call_id, tool, output, turn = None))]
+    fn record_output(
+        &self,
+        policy: &Bound<'_, PyAny>,
+        call_id: &str,
+        tool: &str,
+        output: &Bound<'_, PyAny>,
+        turn: Option<&str>,
+    ) -> PyResult<()> {
+        let policy = policy_of(policy)?;
+        let output = if let Ok(s) = output.cast::<PyString>() {
+            Value::String(s.to_cow()?.into_owned())
+        } else {
+            let not_json = |why: String| {
+                pyo3::exceptions::PyValueError::new_err(format!("the output is not JSON: {why}"))
+            };
+            let text = from_python::to_json(output)
+                .map_err(|e| not_json(format!("{} (at `output{}`)", e.message, e.path())))?;
+            toolgate_engine::parse_json(&text).map_err(|e| not_json(e.to_string()))?
+        };
+        self.lock()
+            .record_output(&policy, call_id, tool, output, turn);
+        Ok(())
+    }
+
+    /// Keeps the user's message of the current turn, sent as `facts.prompt` with the turn's
+    /// later batches (`from prompt`, and to vouch for a value the user typed).
+    fn set_prompt(&self, prompt: &str) {
+        self.lock().set_prompt(prompt);
+    }
+
     /// Records that `tool` ran (`ok`: it succeeded) in turn `turn` (default: the current
     /// one), for `called_before` and `called_within` rules. A call of a turn the session
     /// does not know is kept undated (never recent); recording never starts a turn.

@@ -23,6 +23,8 @@ impl Compiler {
                 rules: Box::new([]),
                 sets: 0,
                 blocked_by: 0,
+                blocked_tainted: 0,
+                metadata: None,
                 asked_by: 0,
                 may_ask: false,
                 detokenise: Box::new([]),
@@ -128,11 +130,36 @@ impl Compiler {
                         );
                     }
                     let what = format!("latch `{}`", decl.name.name);
-                    for id in self.select(&decl.set_by, &what) {
+                    let setters = self.select(&decl.set_by, &what);
+                    for id in &setters {
                         tools[id.index()].sets |= bit;
                     }
                     for id in self.select(&decl.blocks, &what) {
                         tools[id.index()].blocked_by |= bit;
+                    }
+                    for id in self.select(&decl.blocks_tainted, &what) {
+                        if tools[id.index()].blocked_by & bit != 0 {
+                            let tool = tools[id.index()].name.clone();
+                            self.error(
+                                Diagnostic::error(
+                                    decl.name.span,
+                                    format!("latch `{}` both blocks and blocks tainted `{tool}`", decl.name.name),
+                                )
+                                .with_help("`blocks` denies every call while the latch is set, `blocks tainted` only calls carrying a value from untrusted output: keep one"),
+                            );
+                        }
+                        tools[id.index()].blocked_tainted |= bit;
+                    }
+                    for id in &setters {
+                        let info = &tools[id.index()];
+                        if info.blocked_by & bit != 0 {
+                            let tool = info.name.clone();
+                            self.warn(
+                                decl.name.span,
+                                format!("latch `{}` blocks `{tool}`, which sets it, so `{tool}` can never run", decl.name.name),
+                                "a batch's setters latch it before any call is judged: take the tool out of `blocks`, or use `blocks tainted`",
+                            );
+                        }
                     }
                     for id in self.select(&decl.asks, &what) {
                         if tools[id.index()].blocked_by & bit != 0 {
@@ -151,9 +178,14 @@ impl Compiler {
                         Some(r) => r.node.as_str().into(),
                         None => refusal::latch(&decl.name.name).into(),
                     };
+                    let tainted_refusal: Arc<str> = match &decl.refusal {
+                        Some(r) => r.node.as_str().into(),
+                        None => refusal::latch_tainted(&decl.name.name).into(),
+                    };
                     latches.push(LatchInfo {
                         name: decl.name.name.as_str().into(),
                         refusal,
+                        tainted_refusal,
                         ask_reason: refusal::latch_ask(&decl.name.name).into(),
                     });
                 }
@@ -200,6 +232,32 @@ impl Compiler {
                         }
                     }
                     tools[id.index()].detokenise = permits.into_boxed_slice();
+                }
+                Item::Provenance(decl) => {
+                    let keys: Box<[Box<str>]> = decl
+                        .metadata
+                        .iter()
+                        .map(|m| Box::from(m.node.as_str()))
+                        .collect();
+                    for t in self.select(&decl.targets, "`provenance`") {
+                        let info = &mut tools[t.index()];
+                        if info.class == ToolClass::Read {
+                            let tool = info.name.clone();
+                            self.warn(
+                                decl.span,
+                                format!("`provenance` for `{tool}` changes nothing: the output of a `read` tool is trusted whole"),
+                                "metadata keys matter for `ingest` tools, whose outputs are untrusted",
+                            );
+                        }
+                        let merged: Vec<Box<str>> = info
+                            .metadata
+                            .iter()
+                            .flatten()
+                            .chain(keys.iter())
+                            .cloned()
+                            .collect();
+                        info.metadata = Some(merged.into_boxed_slice());
+                    }
                 }
                 Item::SanitiseOutput(decl) => {
                     for t in self.select(&decl.targets, "`sanitise_output`") {

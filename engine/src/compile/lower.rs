@@ -89,6 +89,20 @@ impl Compiler {
                     },
                     ast::Predicate::Is(t) => Test::Is(t.node),
                     ast::Predicate::Exists => Test::Exists,
+                    ast::Predicate::InFact(fact) => {
+                        let fp = self.path(fact)?;
+                        if fp.root == Root::Args {
+                            self.error(
+                                Diagnostic::error(fact.span, "`in` takes a fact here, not an argument")
+                                    .with_help("compare with a list the executor supplies: `args.to in facts.contacts`"),
+                            );
+                            return None;
+                        }
+                        cats.facts = true;
+                        Test::InFact(fp)
+                    }
+                    ast::Predicate::From(source) => Test::From(source.node),
+                    ast::Predicate::Mentions(source) => Test::Mentions(source.node),
                 };
                 Cond::Test(vp, test)
             }
@@ -167,6 +181,13 @@ impl Compiler {
                             "use the built-in preconditions: {}",
                             builtins::signatures()
                         )),
+                );
+                None
+            }
+            schema::PROMPT | schema::OUTPUTS => {
+                self.error(
+                    Diagnostic::error(path.span, format!("`facts.{first}` cannot be read by path"))
+                        .with_help("ask where an argument came from: `args.to not from ingest`, `args.to from prompt`, `args.body not mentions ingest`"),
                 );
                 None
             }

@@ -183,8 +183,60 @@ pub fn data_widenings(new: &Policy, old: &Policy, tool: &str) -> Vec<String> {
     }
     if let Some(o) = info(old, tool) {
         budget_widenings(new, n, old, o, tool, &mut out);
+        provenance_widenings(new, n, old, o, tool, &mut out);
     }
     out
+}
+
+/// A latch that `blocks tainted` the tool in OLD must block it, tainted or not, in NEW (by
+/// name: the latch fact is by name); and NEW may not take more of the tool's output out of
+/// the index (a metadata key OLD indexed). The enumeration judges calls with no arguments
+/// and no outputs, where neither shows, so these are compared here; where unsure, reported.
+fn provenance_widenings(
+    new: &Policy,
+    n: &crate::policy::ToolInfo,
+    old: &Policy,
+    o: &crate::policy::ToolInfo,
+    tool: &str,
+    out: &mut Vec<String>,
+) {
+    for (i, latch) in old.latches.iter().enumerate() {
+        if o.blocked_tainted & (1 << i) == 0 {
+            continue;
+        }
+        let kept = new
+            .latches
+            .iter()
+            .position(|l| l.name == latch.name)
+            .is_some_and(|j| (n.blocked_tainted | n.blocked_by) & (1 << j) != 0);
+        if !kept {
+            out.push(format!(
+                "latch `{}` no longer blocks `{tool}` when its arguments carry untrusted values",
+                latch.name
+            ));
+        }
+    }
+    let indexed_before = |k: &str| match &o.metadata {
+        Some(keys) => !keys.iter().any(|m| **m == *k),
+        None => !crate::provenance::DEFAULT_METADATA.contains(&k),
+    };
+    let newly: Vec<&str> = match &n.metadata {
+        Some(keys) => keys
+            .iter()
+            .map(|k| &**k)
+            .filter(|k| indexed_before(k))
+            .collect(),
+        None => crate::provenance::DEFAULT_METADATA
+            .iter()
+            .copied()
+            .filter(|k| indexed_before(k))
+            .collect(),
+    };
+    for k in newly {
+        out.push(format!(
+            "key `{k}` of `{tool}`'s output is now metadata, so values under it no longer count as untrusted"
+        ));
+    }
 }
 
 /// Each budget of OLD that counts `tool` must be kept by one of NEW's for it: the same
@@ -491,6 +543,10 @@ impl Proof {
                         (Test::Matches(r1), Test::Matches(r2)) => r1.as_str() == r2.as_str(),
                         (Test::Is(x), Test::Is(y)) => x == y,
                         (Test::Exists, Test::Exists) => true,
+                        (Test::From(x), Test::From(y)) | (Test::Mentions(x), Test::Mentions(y)) => {
+                            x == y
+                        }
+                        (Test::InFact(x), Test::InFact(y)) => x == y,
                         (Test::InHosts(i), Test::InHosts(j)) => {
                             match (a.hosts.get(i.index()), b.hosts.get(j.index())) {
                                 (Some(x), Some(y)) => x.within(y) && y.within(x),

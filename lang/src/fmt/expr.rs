@@ -95,6 +95,16 @@ fn predicate(p: Pair<'_, Rule>) -> String {
         }
         Rule::matches => format!("matches {}", parts.iter().map(text).collect::<String>()),
         Rule::is_type => format!("is {}", parts.iter().map(text).collect::<String>()),
+        Rule::in_fact => format!(
+            "in {}",
+            parts
+                .iter()
+                .find(|x| x.as_rule() == Rule::path)
+                .map(text)
+                .unwrap_or_default()
+        ),
+        // `not from ingest`, `mentions prompt`: the keywords as written, one space apart.
+        Rule::from_source | Rule::mentions => parts.iter().map(text).collect::<Vec<_>>().join(" "),
         _ => tail.as_str().to_string(),
     };
     format!("{path} {rendered}")

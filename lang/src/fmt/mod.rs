@@ -198,6 +198,7 @@ impl Layout<'_> {
                 | Rule::hosts_decl
                 | Rule::rule_decl
                 | Rule::budget_decl
+                | Rule::provenance_decl
                 | Rule::approvals_decl => self.block(part.clone(), next),
                 Rule::detokenise_decl => self.detokenise(part.clone(), next),
                 _ => {
@@ -261,17 +262,18 @@ impl Layout<'_> {
             Rule::hosts_decl => "hosts",
             Rule::approvals_decl => "approvals",
             Rule::budget_decl => "budget",
+            Rule::provenance_decl => "provenance",
             _ => "rule",
         };
         let mut inner = p.into_inner();
-        let head = if keyword == "approvals" {
+        let head = if keyword == "approvals" || keyword == "provenance" {
             keyword.to_string()
         } else {
             let name = inner.next().map(|n| text(&n)).unwrap_or_default();
             format!("{keyword} {name}")
         };
         let mut targets = None;
-        if keyword == "rule" || keyword == "budget" {
+        if keyword == "rule" || keyword == "budget" || keyword == "provenance" {
             targets = inner.next();
         }
         let entries: Vec<Pair<'_, Rule>> = inner.collect();
@@ -389,23 +391,25 @@ impl Layout<'_> {
         let rule = e.as_rule();
         let mut inner = e.into_inner();
         match rule {
-            Rule::stage_tools | Rule::schemes | Rule::allow_hosts => {
+            Rule::stage_tools | Rule::schemes | Rule::allow_hosts | Rule::metadata => {
                 let kw = match rule {
                     Rule::stage_tools => "tools",
                     Rule::schemes => "schemes",
+                    Rule::metadata => "metadata",
                     _ => "allow",
                 };
                 let open = self.p.find_outside_comments(r.start, '[');
                 let close = r.end - 1;
                 self.list(1, kw, open, close, &elems(inner, &self.p), "", r);
             }
-            Rule::set_by | Rule::blocks | Rule::asks => {
+            Rule::set_by | Rule::blocks | Rule::blocks_tainted | Rule::asks => {
                 let kw = match rule {
                     Rule::set_by => "set_by",
                     Rule::blocks => "blocks",
+                    Rule::blocks_tainted => "blocks tainted",
                     _ => "asks",
                 };
-                if let Some(sel) = inner.next() {
+                if let Some(sel) = inner.find(|x| x.as_rule() == Rule::selectors) {
                     self.selectors(1, kw, sel, "", r);
                 }
             }

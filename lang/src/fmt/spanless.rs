@@ -61,6 +61,7 @@ fn erase_policy(p: &mut Policy) {
                 ident(&mut l.name);
                 l.set_by.iter_mut().for_each(selector);
                 l.blocks.iter_mut().for_each(selector);
+                l.blocks_tainted.iter_mut().for_each(selector);
                 l.asks.iter_mut().for_each(selector);
                 opt(&mut l.refusal);
             }
@@ -97,6 +98,11 @@ fn erase_policy(p: &mut Policy) {
                         kinds.node.iter_mut().for_each(|k| k.span = Span::default());
                     }
                 }
+            }
+            Item::Provenance(d) => {
+                d.span = Span::default();
+                d.targets.iter_mut().for_each(selector);
+                d.metadata.iter_mut().for_each(|m| m.span = Span::default());
             }
             Item::SanitiseOutput(d) => {
                 d.span = Span::default();
@@ -179,6 +185,8 @@ fn expr(e: &mut Expr) {
                 Predicate::Matches(s) => s.span = Span::default(),
                 Predicate::Is(t) => t.span = Span::default(),
                 Predicate::Exists => {}
+                Predicate::InFact(p) => p.span = Span::default(),
+                Predicate::From(s) | Predicate::Mentions(s) => s.span = Span::default(),
             }
         }
     }

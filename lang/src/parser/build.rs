@@ -98,8 +98,50 @@ impl Builder {
             }
             Rule::approvals_decl => Item::Approvals(self.approvals_decl(p)),
             Rule::budget_decl => Item::Budget(self.budget_decl(p)),
+            Rule::provenance_decl => Item::Provenance(self.provenance_decl(p)),
             _ => return None,
         })
+    }
+
+    /// `provenance for TOOLS { metadata [KEY, ..] }`.
+    pub(super) fn provenance_decl(&mut self, p: Pair<'_, Rule>) -> ProvenanceDecl {
+        let span = self.span(&p);
+        let mut inner = p.into_inner();
+        let targets = self.selectors(inner.next());
+        let mut metadata: Vec<Spanned<String>> = Vec::new();
+        let mut seen = false;
+        for entry in inner.filter(|e| e.as_rule() == Rule::metadata) {
+            if seen {
+                self.duplicate("metadata", self.span(&entry));
+            }
+            seen = true;
+            for key in entry.into_inner() {
+                let kspan = self.span(&key);
+                let Some(k) = key.into_inner().next() else {
+                    continue;
+                };
+                let node = match k.as_rule() {
+                    Rule::string => self.string_value(k).unwrap_or_default(),
+                    _ => k.as_str().to_string(),
+                };
+                if let Some(first) = metadata.iter().find(|m| m.node == node) {
+                    let first = first.span;
+                    self.errors.push(
+                        Diagnostic::error(kspan, format!("metadata key `{node}` is listed twice"))
+                            .with_label("listed again here")
+                            .with_note(first, "first listed here")
+                            .with_help("list each key once"),
+                    );
+                    continue;
+                }
+                metadata.push(Spanned { node, span: kspan });
+            }
+        }
+        ProvenanceDecl {
+            targets,
+            metadata,
+            span,
+        }
     }
 
     pub(super) fn approvals_decl(&mut self, p: Pair<'_, Rule>) -> ApprovalsDecl {
@@ -356,11 +398,13 @@ impl Builder {
             name,
             set_by: Vec::new(),
             blocks: Vec::new(),
+            blocks_tainted: Vec::new(),
             asks: Vec::new(),
             refusal: None,
             span,
         };
         let (mut set_seen, mut blocks_seen, mut asks_seen) = (false, false, false);
+        let mut tainted_seen = false;
         for entry in inner {
             let espan = self.span(&entry);
             match entry.as_rule() {
@@ -379,6 +423,15 @@ impl Builder {
                     blocks_seen = true;
                     let sel = self.selectors(entry.into_inner().next());
                     latch.blocks.extend(sel);
+                }
+                Rule::blocks_tainted => {
+                    if tainted_seen {
+                        self.duplicate("blocks tainted", espan);
+                    }
+                    tainted_seen = true;
+                    let sel =
+                        self.selectors(entry.into_inner().find(|x| x.as_rule() == Rule::selectors));
+                    latch.blocks_tainted.extend(sel);
                 }
                 Rule::asks => {
                     if asks_seen {

@@ -151,13 +151,29 @@ impl Builder {
         let span = self.span(&p);
         let mut inner = p.into_inner();
         let path = self.path_or_empty(inner.next(), span);
-        let pred = match inner.next() {
-            Some(t) => self.predicate_tail(t),
-            None => Predicate::Exists,
+        let Some(tail) = inner.next() else {
+            return Expr {
+                kind: ExprKind::Predicate(path, Predicate::Exists),
+                span,
+            };
         };
-        Expr {
-            kind: ExprKind::Predicate(path, pred),
+        // `P not from ingest` is `not (P from ingest)`: the negation is written infix.
+        let negated = matches!(tail.as_rule(), Rule::from_source | Rule::mentions)
+            && tail
+                .clone()
+                .into_inner()
+                .any(|x| x.as_rule() == Rule::kw_not);
+        let test = Expr {
+            kind: ExprKind::Predicate(path, self.predicate_tail(tail)),
             span,
+        };
+        if negated {
+            Expr {
+                kind: ExprKind::Not(Box::new(test)),
+                span,
+            }
+        } else {
+            test
         }
     }
 
@@ -262,6 +278,27 @@ impl Builder {
                     None => (TypeName::Null, Span::default()),
                 };
                 Predicate::Is(Spanned { node, span })
+            }
+            Rule::in_fact => {
+                let span = self.span(&p);
+                let path = p.into_inner().find(|x| x.as_rule() == Rule::path);
+                Predicate::InFact(self.path_or_empty(path, span))
+            }
+            Rule::from_source | Rule::mentions => {
+                let from = p.as_rule() == Rule::from_source;
+                let source = p.into_inner().find(|x| x.as_rule() == Rule::source);
+                let node = Spanned {
+                    span: source.as_ref().map_or(Span::default(), |s| self.span(s)),
+                    node: match source.as_ref().map(|s| s.as_str()) {
+                        Some("prompt") => Source::Prompt,
+                        _ => Source::Ingest,
+                    },
+                };
+                if from {
+                    Predicate::From(node)
+                } else {
+                    Predicate::Mentions(node)
+                }
             }
             _ => Predicate::Exists,
         }

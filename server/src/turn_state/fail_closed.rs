@@ -102,6 +102,7 @@ fn deny_as_state(d: &mut Decision, reason: Arc<str>) {
         sanitise_output: false,
         approval: None,
         shadow_denials: Vec::new(),
+        provenance: None,
     };
 }
 

@@ -98,6 +98,13 @@ class TurnState:
         """The kept decision of this very call in batch ``batch`` (default: the batch judged
         last) of ``turn``, given once; ``None`` if it was not judged so, was given already,
         or a latch changed since."""
+    def record_output(self, policy: Source, call_id: str, tool: str, output: Any, turn: Optional[str] = None) -> None:
+        """Records the output of call ``call_id`` of ``tool`` in ``turn``, sent as
+        ``facts.outputs`` with the turn's later batches. Until every allowed call whose output
+        the policy reads as untrusted has its output recorded, none is sent, and a check that
+        reads them denies."""
+    def set_prompt(self, prompt: str) -> None:
+        """Keeps the user's message of the current turn, sent as ``facts.prompt``."""
     def record_call(self, tool: str, ok: bool = True, turn: Optional[str] = None) -> None:
         """Records that ``tool`` ran in ``turn`` (undated if the turn is unknown)."""
     def latches(self, policy: Source, turn: Optional[str] = None) -> Union[bool, Dict[str, bool]]:

@@ -1,0 +1,191 @@
+//! The outputs of a session's current turn, for `facts.outputs` (argument provenance).
+//!
+//! A surface that sees results (the hooks' post-tool events, the MCP proxy forwarding a
+//! result, an in-process executor) records them here, and its judge sends them with every
+//! later call of the turn, so `from ingest` and a latch's `blocks tainted` can tell an
+//! injected value from the user's own.
+//!
+//! The contract is fail-closed: the outputs are given to a judgement only when they are known
+//! to be **complete**, that is when every call of the turn whose output the policy indexes as
+//! untrusted and that this session allowed has had its output recorded. Otherwise (a result
+//! not seen yet, a call of an earlier turn, past [`MAX_KEPT_OUTPUT_BYTES`], state that was
+//! read back from a file or a shared store) the judgement gets none, and a check that reads
+//! them denies.
+//!
+//! They are kept in memory only. Serialised, they are dropped and the turn is marked
+//! incomplete, so a state file or a shared store never holds agent text.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{json, Value};
+
+/// The most bytes of output (as JSON) one session keeps for its current turn; past it the
+/// turn keeps none, and its outputs are incomplete.
+pub const MAX_KEPT_OUTPUT_BYTES: usize = 1 << 20;
+
+/// The current turn's outputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnOutputs {
+    /// The turn they belong to.
+    turn: u64,
+    /// `{id, tool, output}` entries, in the order they were recorded.
+    items: Vec<Value>,
+    /// Their size as JSON.
+    bytes: usize,
+    /// Allowed calls of the turn with an untrusted output not recorded yet.
+    awaiting: u32,
+    /// False once anything of the turn's outputs is not here (dropped past the cap, or the
+    /// state was read back without them).
+    whole: bool,
+    /// The user's message that started the turn, for `facts.prompt`.
+    prompt: Option<String>,
+}
+
+impl Default for TurnOutputs {
+    fn default() -> Self {
+        TurnOutputs::starting(0)
+    }
+}
+
+impl TurnOutputs {
+    /// The outputs of a turn that just started: none, all of them.
+    pub(crate) fn starting(turn: u64) -> Self {
+        TurnOutputs {
+            turn,
+            items: Vec::new(),
+            bytes: 0,
+            awaiting: 0,
+            whole: true,
+            prompt: None,
+        }
+    }
+
+    /// Outputs known to be incomplete (unreadable state).
+    pub(crate) fn lost(turn: u64) -> Self {
+        TurnOutputs {
+            whole: false,
+            ..TurnOutputs::starting(turn)
+        }
+    }
+
+    /// Whether nothing was recorded or expected since the turn started.
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.items.is_empty() && self.awaiting == 0 && self.whole && self.prompt.is_none()
+    }
+
+    /// The turn they belong to.
+    pub(crate) fn turn(&self) -> u64 {
+        self.turn
+    }
+
+    /// An allowed call of the turn whose output is untrusted: until its output is recorded,
+    /// the outputs are incomplete.
+    pub(crate) fn expect(&mut self) {
+        self.awaiting = self.awaiting.saturating_add(1);
+    }
+
+    /// Records one call's output.
+    pub(crate) fn record(&mut self, call_id: &str, tool: &str, output: Value, untrusted: bool) {
+        if untrusted {
+            self.awaiting = self.awaiting.saturating_sub(1);
+        }
+        if !self.whole {
+            return;
+        }
+        let entry = json!({"id": call_id, "tool": tool, "output": output});
+        let size = serde_json::to_string(&entry).map_or(usize::MAX, |t| t.len());
+        match self.bytes.checked_add(size) {
+            Some(total) if total <= MAX_KEPT_OUTPUT_BYTES => {
+                self.bytes = total;
+                self.items.push(entry);
+            }
+            _ => {
+                self.items = Vec::new();
+                self.bytes = 0;
+                self.whole = false;
+            }
+        }
+    }
+
+    /// Keeps the user's message of the turn (in memory only, like the outputs).
+    pub(crate) fn set_prompt(&mut self, prompt: String) {
+        self.prompt = Some(prompt);
+    }
+
+    /// The `facts.prompt` value, when the turn's message is known.
+    pub(crate) fn prompt(&self) -> Option<&str> {
+        self.prompt.as_deref()
+    }
+
+    /// The `facts.outputs` value, when the outputs are complete.
+    pub(crate) fn fact(&self) -> Option<Value> {
+        (self.whole && self.awaiting == 0).then(|| Value::Array(self.items.clone()))
+    }
+}
+
+/// The serialised form: the turn, and whether its outputs are still whole (only a turn with
+/// nothing recorded or expected is).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Stored {
+    turn: u64,
+    whole: bool,
+}
+
+impl Serialize for TurnOutputs {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        Stored {
+            turn: self.turn,
+            whole: self.is_fresh(),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for TurnOutputs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let stored = Stored::deserialize(d)?;
+        Ok(if stored.whole {
+            TurnOutputs::starting(stored.turn)
+        } else {
+            TurnOutputs::lost(stored.turn)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outputs_are_given_only_when_complete() {
+        let mut o = TurnOutputs::starting(3);
+        assert_eq!(o.fact(), Some(json!([])));
+        o.expect();
+        assert_eq!(
+            o.fact(),
+            None,
+            "an allowed ingest whose output is not here yet"
+        );
+        o.record("c1", "fetch", json!("page"), true);
+        assert_eq!(
+            o.fact(),
+            Some(json!([{"id": "c1", "tool": "fetch", "output": "page"}]))
+        );
+        o.record("c2", "big", json!("x".repeat(MAX_KEPT_OUTPUT_BYTES)), false);
+        assert_eq!(o.fact(), None, "past the cap");
+    }
+
+    #[test]
+    fn serialised_outputs_keep_no_text_and_come_back_incomplete() {
+        let mut o = TurnOutputs::starting(2);
+        o.record("c1", "fetch", json!("secret page text"), false);
+        let text = serde_json::to_string(&o).unwrap();
+        assert!(!text.contains("secret"), "{text}");
+        let back: TurnOutputs = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.fact(), None);
+        let fresh: TurnOutputs =
+            serde_json::from_str(&serde_json::to_string(&TurnOutputs::starting(2)).unwrap())
+                .unwrap();
+        assert_eq!(fresh.fact(), Some(json!([])));
+    }
+}
