@@ -1,7 +1,7 @@
 """What an executor knows about its own user, read from a suite's environment before a task runs.
 
 These are custom facts (``facts.own_iban``, ``facts.payees``, ``facts.contacts``,
-``facts.own_email``, ``facts.slack_users``): data the executor holds for its
+``facts.own_email``, ``facts.slack_users``, ``facts.channels``): data the executor holds for its
 user (the account, the address book, past payees), not anything a task or an injection
 defines. They are read from the structured fields of the environment, never from free text
 (subjects, bodies, descriptions), which is where injections are placed.
@@ -32,9 +32,10 @@ def _inbox_facts(inbox: Any) -> dict[str, Any]:
 
 
 def _slack_facts(slack: Any) -> dict[str, Any]:
-    """The workspace's members. Channel names are left out: any member names a channel, so they
-    are third-party text (and in AgentDojo one of them carries an injection)."""
-    return {"slack_users": list(slack.users)}
+    """The workspace's members and channels. A policy may test membership in them
+    (`args.channel in facts.channels`: an existing channel); it must not take a channel name
+    as trusted text: any member names a channel (in AgentDojo one name carries an injection)."""
+    return {"slack_users": list(slack.users), "channels": list(slack.channels)}
 
 
 def user_facts(env: TaskEnvironment) -> dict[str, Any]:
