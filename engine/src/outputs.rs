@@ -1,6 +1,6 @@
 //! `facts.outputs`: the outputs of a turn's earlier calls. Its shape is written once, here,
 //! and both request readers check it with [`check_outputs`], so an outputs list one reader
-//! accepts the other accepts too. What the engine makes of them is `crate::provenance`.
+//! accepts the other accepts too. What the engine makes of them: the `provenance` module.
 
 use serde_json::Value;
 
