@@ -508,8 +508,9 @@ fn apply(found: Lookup<'_>, test: &Test, env: &Env<'_>) -> Truth {
         },
         Test::InFact(fact) => in_fact(found, fact, env),
         Test::From(source) | Test::Mentions(source) => {
+            // No index (no request judged): unknown, and never one `on_missing` lets through.
             let Some(index) = env.provenance else {
-                return Truth::Unknown(ABSENT);
+                return Truth::Unknown(INVALID);
             };
             let owned;
             let value = match found {

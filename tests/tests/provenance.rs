@@ -503,3 +503,25 @@ fn the_change_gate_holds_every_loosening_of_provenance() {
         &BANK.replace("metadata [sender, id]", "metadata [id]")
     ));
 }
+
+#[test]
+fn on_missing_allow_does_not_open_a_provenance_test_without_outputs() {
+    let p = policy(
+        r#"module pay
+ingest read_file
+write send_money
+stage main { tools [read_file, send_money] }
+rule recipient_not_injected for send_money {
+  require args.recipient not from ingest
+  on_missing allow
+}
+"#,
+    );
+    let d = judge(
+        &p,
+        json!({}),
+        "send_money",
+        json!({"recipient": "GB29NWBK60161331926819"}),
+    );
+    assert!(!d.allow && !d.fail_open, "{d:?}");
+}

@@ -6,12 +6,16 @@
 //! - `from prompt`: every leaf with a key occurs in the prompt;
 //! - `mentions ingest` / `mentions prompt`: some token inside a string leaf does.
 //!
+//! Without the outputs (or, for `prompt`, the prompt) a test is unknown as *invalid*, never
+//! as an absent fact: `on_missing allow` cannot open a tool because the executor sent no
+//! outputs, since provenance fails closed whatever the rule says.
+//!
 //! A value with no leaf that has a key (an empty list, a number under six digits) is from
 //! nowhere: `from` is false, `from prompt` included (a prompt's "June 13" vouches for no file
 //! 13).
 
 use super::{key, tokens, Index, Taint};
-use crate::truth::{Truth, ABSENT};
+use crate::truth::{Truth, INVALID};
 use serde_json::Value;
 use std::borrow::Cow;
 
@@ -49,7 +53,7 @@ impl Fold {
         if self.hit {
             Truth::True
         } else if self.absent {
-            Truth::Unknown(ABSENT)
+            Truth::Unknown(INVALID)
         } else {
             Truth::False
         }
@@ -88,7 +92,7 @@ pub(crate) fn tainted(args: &Value, index: &Index) -> bool {
 /// `from prompt`.
 pub(crate) fn from_prompt(v: &Value, index: &Index) -> Truth {
     if !index.has_prompt() {
-        return Truth::Unknown(ABSENT);
+        return Truth::Unknown(INVALID);
     }
     let (mut keyed, mut all) = (false, true);
     for_each_leaf(v, &mut |leaf| {
@@ -107,7 +111,7 @@ pub(crate) fn from_prompt(v: &Value, index: &Index) -> Truth {
 /// `mentions prompt`.
 pub(crate) fn mentions_prompt(v: &Value, index: &Index) -> Truth {
     if !index.has_prompt() {
-        return Truth::Unknown(ABSENT);
+        return Truth::Unknown(INVALID);
     }
     let mut any = false;
     for_each_leaf(v, &mut |leaf| {
