@@ -33,7 +33,8 @@ enum Command {
     /// Answer a coding agent's hook event (Claude Code, Gemini CLI, Cursor) from a policy.
     Hook(command::hook::Args),
     /// Run an MCP proxy that offers and forwards only the tool calls the policy allows.
-    Mcp(command::mcp::Args),
+    // Boxed, as `serve`: its flags (the listener's, the log's) make it large.
+    Mcp(Box<command::mcp::Args>),
     /// Open a policy file in the playground page, on a local server (prints its address).
     Playground(command::playground::Args),
     /// Signed policy bundles: make a key, build a bundle, inspect one.

@@ -21,6 +21,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use toolgate_engine::{Facts, Policy, ToolDef};
 
+mod bundle_support;
+mod server_support;
 mod signal_support;
 use signal_support::{caught_signals, HUP_INT_TERM, SIGHUP};
 
@@ -2180,4 +2182,233 @@ fn the_listener_caps_connections_headers_and_bodies() {
     let mut answer = String::new();
     let _ = stalled.read_to_string(&mut answer);
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+}
+
+/// The decision-log entries in `path` once there are `n` (the writer batches its writes), at
+/// most 15 s later.
+fn log_entries(path: &Path, n: usize) -> Vec<Value> {
+    let start = Instant::now();
+    loop {
+        let entries: Vec<Value> = std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        if entries.len() >= n || start.elapsed() > Duration::from_secs(15) {
+            return entries;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Each entry's one call as (tool, allowed, deny kind).
+fn logged_calls(entries: &[Value]) -> Vec<(String, bool, Value)> {
+    entries
+        .iter()
+        .map(|e| {
+            let d = e["decisions"].as_array().unwrap();
+            assert_eq!(d.len(), 1, "one call per MCP decision: {e}");
+            (
+                d[0]["tool"].as_str().unwrap().to_string(),
+                d[0]["allow"].as_bool().unwrap(),
+                d[0]["kind"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// Every `tools/call` the proxy judges is one decision-log entry, in the shape and through
+/// the recorder `toolgate serve` uses (issue 23: one decision pipeline).
+#[test]
+fn over_stdio_every_judged_call_is_a_decision_log_entry() {
+    if !python_ready() {
+        return;
+    }
+    let s = Setup::new("decision-log");
+    let log = s.dir.join("decisions.jsonl");
+    let log_flag = log.display().to_string();
+    let (_, out) = s.client(
+        &["--log-file", &log_flag],
+        vec![
+            call("read_file", json!({"path": "a"})),
+            call("fetch_url", json!({"url": "https://docs.rs/x"})),
+            call("write_file", json!({"path": "a", "text": "x"})),
+        ],
+    );
+    assert_eq!(out[0]["isError"], false, "{}", out[0]);
+    assert_refused(&out[2]);
+    let entries = log_entries(&log, 3);
+    assert_eq!(
+        logged_calls(&entries),
+        [
+            ("read_file".to_string(), true, Value::Null),
+            ("fetch_url".to_string(), true, Value::Null),
+            ("write_file".to_string(), false, json!("latch")),
+        ]
+    );
+    for e in &entries {
+        assert_eq!(e["policy"], "mcp_test");
+        assert!(e["revision"].as_str().is_some_and(|r| !r.is_empty()), "{e}");
+        // Over stdio the connection is the session: no session id to name.
+        assert_eq!(e["session"], Value::Null);
+    }
+    let ids: std::collections::BTreeSet<&str> = entries
+        .iter()
+        .map(|e| e["decision_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3, "decision ids are unique: {ids:?}");
+    // `--log denials` keeps only the refusal, as it does for `toolgate serve`.
+    let denials = s.dir.join("denials.jsonl");
+    let denials_flag = denials.display().to_string();
+    s.client(
+        &["--log", "denials", "--log-file", &denials_flag],
+        vec![
+            call("fetch_url", json!({"url": "https://docs.rs/x"})),
+            call("write_file", json!({"path": "a", "text": "x"})),
+        ],
+    );
+    let entries = log_entries(&denials, 1);
+    assert_eq!(
+        logged_calls(&entries),
+        [("write_file".to_string(), false, json!("latch"))]
+    );
+}
+
+/// A series' value in a Prometheus text body, 0 when absent.
+fn series(metrics: &str, name: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Over `--listen`, the proxy's decisions reach the decision log under their MCP session id
+/// and `GET /metrics` with the series `toolgate serve` has (issue 23: "sinks cover every
+/// path").
+#[test]
+fn over_http_decisions_reach_the_log_under_their_session_and_the_metrics() {
+    if !python_ready() {
+        return;
+    }
+    let s = Setup::new("listen-sinks");
+    let log = s.dir.join("decisions.jsonl");
+    let (_proxy, addr) = s.listen(&["--log-file", &log.display().to_string()]);
+    let (status, before) = server_support::http(&addr, "GET", "/metrics", &[], b"");
+    assert_eq!(status, 200, "{before}");
+    assert_eq!(
+        series(
+            &before,
+            "toolgate_decisions_total{allow=\"true\",kind=\"\"}"
+        ),
+        0
+    );
+    let session = mcp_open(&addr, "sinks");
+    let read = mcp_call(
+        &addr,
+        &session,
+        "read_file",
+        json!({"path": "a"}),
+        Some("t1"),
+    );
+    assert_eq!(read["result"]["isError"], false, "{read}");
+    mcp_call(
+        &addr,
+        &session,
+        "fetch_url",
+        json!({"url": "https://docs.rs/"}),
+        Some("t1"),
+    );
+    let write = mcp_call(
+        &addr,
+        &session,
+        "write_file",
+        json!({"path": "a", "text": "x"}),
+        Some("t1"),
+    );
+    assert!(refused_by_latch(&write), "{write}");
+
+    let (_, after) = server_support::http(&addr, "GET", "/metrics", &[], b"");
+    assert_eq!(
+        series(&after, "toolgate_decisions_total{allow=\"true\",kind=\"\"}"),
+        2,
+        "{after}"
+    );
+    assert_eq!(
+        series(
+            &after,
+            "toolgate_decisions_total{allow=\"false\",kind=\"latch\"}"
+        ),
+        1,
+        "{after}"
+    );
+    assert!(series(&after, "toolgate_connections_total") >= 5, "{after}");
+
+    let entries = log_entries(&log, 3);
+    assert_eq!(
+        logged_calls(&entries),
+        [
+            ("read_file".to_string(), true, Value::Null),
+            ("fetch_url".to_string(), true, Value::Null),
+            ("write_file".to_string(), false, json!("latch")),
+        ]
+    );
+    for e in &entries {
+        assert_eq!(e["session"], session.as_str(), "{e}");
+        assert_eq!(e["turn"], "t1", "{e}");
+    }
+}
+
+/// With `--otel-endpoint`, each judged `tools/call` is one `toolgate.decide` span with the
+/// attributes and call event a `/v1/decide` span has, and its decision id is the log's; the
+/// spans still buffered are exported when the client disconnects.
+#[test]
+fn each_judged_call_is_one_span_with_the_logs_decision_id() {
+    if !python_ready() {
+        return;
+    }
+    let s = Setup::new("otel");
+    let www = s.dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let collector = bundle_support::Services::start(&www, 0);
+    let endpoint = format!("http://{}", collector.addr);
+    let log = s.dir.join("decisions.jsonl");
+    let log_flag = log.display().to_string();
+    s.client(
+        &["--otel-endpoint", &endpoint, "--log-file", &log_flag],
+        vec![
+            call("fetch_url", json!({"url": "https://docs.rs/x"})),
+            call("write_file", json!({"path": "a", "text": "x"})),
+        ],
+    );
+    let entries = log_entries(&log, 2);
+    bundle_support::wait_for("two spans at the collector", || {
+        server_support::spans(&collector.addr).len() >= 2
+    });
+    let spans = server_support::spans(&collector.addr);
+    assert_eq!(spans.len(), 2, "{spans:?}");
+    for (span, entry) in spans.iter().zip(&entries) {
+        let attrs = &span["attributes"];
+        assert_eq!(span["name"], "toolgate.decide");
+        assert_eq!(
+            server_support::attr(attrs, "toolgate.decision_id").unwrap(),
+            &entry["decision_id"]
+        );
+        assert_eq!(
+            server_support::attr(attrs, "toolgate.policy").unwrap(),
+            "mcp_test"
+        );
+    }
+    let write = &spans[1]["events"][0]["attributes"];
+    assert_eq!(
+        server_support::attr(write, "gen_ai.tool.name").unwrap(),
+        "write_file"
+    );
+    assert_eq!(
+        server_support::attr(write, "toolgate.decision").unwrap(),
+        "deny"
+    );
+    assert_eq!(
+        server_support::attr(write, "toolgate.deny.kind").unwrap(),
+        "latch"
+    );
 }

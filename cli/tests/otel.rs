@@ -8,31 +8,7 @@ use serde_json::{json, Value};
 mod bundle_support;
 mod server_support;
 use bundle_support::*;
-use server_support::{batch, get_json, http, POLICY_A};
-
-/// Every span the collector received.
-fn spans(collector: &str) -> Vec<Value> {
-    let exports = get_json(collector, "/__traces").1;
-    let mut out = Vec::new();
-    for export in exports.as_array().unwrap() {
-        assert_eq!(export["type"], "application/json");
-        for rs in export["body"]["resourceSpans"].as_array().unwrap() {
-            for ss in rs["scopeSpans"].as_array().unwrap() {
-                out.extend(ss["spans"].as_array().unwrap().iter().cloned());
-            }
-        }
-    }
-    out
-}
-
-/// An attribute's value (OTLP JSON: `{"key": .., "value": {"stringValue": ..}}`).
-fn attr<'a>(attrs: &'a Value, key: &str) -> Option<&'a Value> {
-    attrs
-        .as_array()?
-        .iter()
-        .find(|a| a["key"] == key)
-        .map(|a| a["value"].as_object().unwrap().values().next().unwrap())
-}
+use server_support::{attr, batch, get_json, http, spans, POLICY_A};
 
 #[test]
 fn a_decision_span_continues_the_callers_trace_with_one_event_per_call() {

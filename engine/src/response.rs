@@ -128,6 +128,30 @@ pub struct Decision {
     pub provenance: Option<Provenance>,
 }
 
+impl Decision {
+    /// Turns this decision into a denial the policy did not make: a keeper's own fail-closed
+    /// one (the server's `state` denial when its turn-state store cannot answer). The call's
+    /// id and tool stay; everything an allowed call carries (vault paths, the approval used,
+    /// shadow denials, provenance) goes, so nothing of the policy's judgement survives it.
+    pub fn overrule(&mut self, kind: DenyKind, rule: Arc<str>, reason: Arc<str>) {
+        *self = Decision {
+            id: std::mem::take(&mut self.id),
+            tool: std::mem::take(&mut self.tool),
+            allow: false,
+            kind: Some(kind),
+            rule: Some(rule),
+            reason: Some(reason),
+            fail_open: false,
+            detokenise: Vec::new(),
+            opaque_tokens: Vec::new(),
+            sanitise_output: false,
+            approval: None,
+            shadow_denials: Vec::new(),
+            provenance: None,
+        };
+    }
+}
+
 /// Where a denied argument's value came from (kind `provenance`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Provenance {

@@ -43,10 +43,13 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
 use toolgate_server::conn::{ConnHost, Refusal};
-use toolgate_server::HttpLimits;
+use toolgate_server::{Decisions, HttpLimits};
 
 /// The path the MCP endpoint is served at.
 pub const PATH: &str = "/mcp";
+
+/// The path of the proxy's Prometheus metrics.
+pub const METRICS_PATH: &str = "/metrics";
 
 /// The JSON-RPC error code of a request whose headers disagree with its body (SEP-2243).
 const HEADER_MISMATCH: i64 = -32020;
@@ -78,16 +81,35 @@ struct Gate {
     body_timeout: Duration,
 }
 
-/// The listener as the accept loop's host: no metrics, and the JSON 503 for a connection
-/// over the cap.
-struct Connections(HttpLimits);
+/// The listener as the accept loop's host: its refusals and connections count in the
+/// proxy's metrics, and a connection over the cap gets the JSON 503.
+struct Connections {
+    limits: HttpLimits,
+    decisions: Option<Arc<Decisions>>,
+}
 
 impl ConnHost for Connections {
     fn limits(&self) -> HttpLimits {
-        self.0
+        self.limits
     }
 
-    fn refused(&self, _: Refusal) {}
+    fn refused(&self, why: Refusal) {
+        if let Some(d) = &self.decisions {
+            d.refused(why);
+        }
+    }
+
+    fn opened(&self) {
+        if let Some(d) = &self.decisions {
+            d.opened();
+        }
+    }
+
+    fn closed(&self) {
+        if let Some(d) = &self.decisions {
+            d.closed();
+        }
+    }
 }
 
 /// Why the listener could not serve.
@@ -114,6 +136,7 @@ pub async fn serve(
     upstream: Upstream,
     listen: &Listen,
 ) -> Result<(), ServeError> {
+    let decisions_of_connections = config.decisions.clone();
     let http_config = StreamableHttpServerConfig::default();
     let shutdown = http_config.cancellation_token.clone();
     let mut manager = LocalSessionManager::default();
@@ -146,8 +169,16 @@ pub async fn serve(
         max_body: listen.max_body,
         body_timeout: listen.http.body_timeout,
     });
+    let metrics = Metrics {
+        decisions: decisions_of_connections.clone(),
+        sessions: gate.sessions.clone(),
+    };
     let router = axum::Router::new()
         .nest_service(PATH, service)
+        .route(
+            METRICS_PATH,
+            axum::routing::get(render_metrics).with_state(Arc::new(metrics)),
+        )
         .layer(axum::middleware::from_fn_with_state(gate, admit));
     let addr = &listen.addr;
     let cannot = |source| ServeError::Listen {
@@ -162,7 +193,10 @@ pub async fn serve(
     toolgate_server::conn::serve(
         listener,
         router,
-        Arc::new(Connections(listen.http)),
+        Arc::new(Connections {
+            limits: listen.http,
+            decisions: decisions_of_connections,
+        }),
         async move {
             stop.recv().await;
             shutdown.cancel();
@@ -171,6 +205,27 @@ pub async fn serve(
     )
     .await;
     Ok(())
+}
+
+/// What `GET /metrics` reads.
+struct Metrics {
+    decisions: Option<Arc<Decisions>>,
+    sessions: Arc<LocalSessionManager>,
+}
+
+/// `GET /metrics`: the proxy's decisions, latency, connections and decision log in
+/// Prometheus text format, the series `toolgate serve` has (`toolgate_decisions_total`, ...);
+/// 404 when the proxy records nothing.
+async fn render_metrics(State(m): State<Arc<Metrics>>) -> Response {
+    let Some(decisions) = &m.decisions else {
+        return (StatusCode::NOT_FOUND, "the proxy records no decisions\n").into_response();
+    };
+    let sessions = m.sessions.sessions.read().await.len();
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        decisions.render_metrics(sessions, 0, 1),
+    )
+        .into_response()
 }
 
 /// How long open connections may take to finish after SIGTERM.

@@ -49,6 +49,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use toolgate_engine::{Facts, Policy};
 use toolgate_hooks::{Answer, Event, Judge};
+use toolgate_server::{Decisions, Record};
 
 /// The prefix of every `_meta` key toolgate sets or reads; an upstream's result never
 /// carries one through.
@@ -84,6 +85,9 @@ pub struct Config {
     pub deny_as: DenyAs,
     /// How long a call to upstream may take before the client gets an error.
     pub call_timeout: Duration,
+    /// Where each judged call is recorded (the decision log, metrics and spans of
+    /// `toolgate serve`, [`Decisions`]); `None` records nothing.
+    pub decisions: Option<Arc<Decisions>>,
 }
 
 /// The MCP server side of the proxy: one per client connection.
@@ -193,6 +197,16 @@ impl Drop for Proxy {
     }
 }
 
+/// The `Mcp-Session-Id` a request came with over Streamable HTTP; `None` over stdio, where
+/// the connection is the session.
+fn http_session(context: &RequestContext<RoleServer>) -> Option<&str> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.headers.get("mcp-session-id"))
+        .and_then(|id| id.to_str().ok())
+}
+
 /// A client's identity across sessions: its `clientInfo` name and version.
 /// Kept as a fixed-length fingerprint, so a client's name of any length is remembered (a key
 /// over the store's length cap would not be, and its next session would start unlatched).
@@ -265,13 +279,22 @@ impl ServerHandler for Proxy {
             tool: request.name.to_string(),
             args,
         };
-        let (answer, relist) = self.session.with_state(|state| {
+        let started = std::time::Instant::now();
+        let (handled, relist) = self.session.with_state(|state| {
             let before = state.current_latched().clone();
-            let answer =
-                self.judge()
-                    .handle_with(&event, state, &self.config.facts, session::NEW_IDS);
-            (answer, *state.current_latched() != before)
+            let handled = self
+                .judge()
+                .judge(&event, state, &self.config.facts, session::NEW_IDS);
+            (handled, *state.current_latched() != before)
         });
+        if let (Some(decisions), Some(response)) = (&self.config.decisions, &handled.response) {
+            decisions.record(
+                Record::new(started, response)
+                    .session(http_session(&context), turn.as_deref())
+                    .traced(),
+            );
+        }
+        let answer = handled.answer;
         if relist {
             // The latches changed, so the listing did (a write now says it is disabled): tell
             // the client to list again. A client that cannot take the notification loses

@@ -146,8 +146,11 @@ pub async fn answer_ask(
         .approvals
         .answer(&a.session, &a.approval, a.granted, Instant::now())
         .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "not_pending", e.to_string()))?;
-    state
-        .log
-        .record_answer(&a.session, &answered, a.approver.as_deref(), &state.metrics);
+    state.decisions.log().record_answer(
+        &a.session,
+        &answered,
+        a.approver.as_deref(),
+        state.decisions.metrics(),
+    );
     Ok(Json(answered).into_response())
 }

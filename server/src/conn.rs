@@ -64,16 +64,15 @@ impl ConnHost for AppState {
     }
 
     fn refused(&self, why: Refusal) {
-        self.metrics.refused(why);
+        self.decisions.refused(why);
     }
 
     fn opened(&self) {
-        self.metrics.connections_total.fetch_add(1, Relaxed);
-        self.metrics.connections_open.fetch_add(1, Relaxed);
+        self.decisions.opened();
     }
 
     fn closed(&self) {
-        self.metrics.connections_open.fetch_sub(1, Relaxed);
+        self.decisions.closed();
     }
 
     fn over_capacity(&self, head: &[u8]) -> Option<Vec<u8>> {

@@ -86,7 +86,7 @@ fn preflight_response() -> Response {
 /// within the body timeout.
 async fn admit(state: &AppState, req: Request) -> Result<Request, ApiError> {
     let refuse = |why: Refusal, e: ApiError| {
-        state.metrics.refused(why);
+        state.decisions.refused(why);
         e
     };
     check_origin(&state.origins, req.headers()).map_err(|e| refuse(Refusal::Origin, e))?;
@@ -125,12 +125,20 @@ async fn admit(state: &AppState, req: Request) -> Result<Request, ApiError> {
         Ok(Err(e)) if hook && e.downcast_ref::<LengthLimitError>().is_some() => {
             // The hook handler answers in the agent's own format: a denial, not a 413 the
             // agent would take as "run the call".
-            state.metrics.client_errors.fetch_add(1, Relaxed);
+            state
+                .decisions
+                .metrics()
+                .client_errors
+                .fetch_add(1, Relaxed);
             parts.extensions.insert(super::hooks::BodyTooLarge(limit));
             Bytes::new()
         }
         Ok(Err(e)) => {
-            state.metrics.client_errors.fetch_add(1, Relaxed);
+            state
+                .decisions
+                .metrics()
+                .client_errors
+                .fetch_add(1, Relaxed);
             return Err(if e.downcast_ref::<LengthLimitError>().is_some() {
                 ApiError::too_large("request body is over the size limit", None)
             } else {

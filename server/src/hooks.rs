@@ -11,6 +11,7 @@
 //! full store, an id over the length cap, a missing token, a full connection table) is
 //! answered with a denial in the agent's own format.
 
+use super::decisions::Record;
 use super::state::AppState;
 use super::turn_state::HookKey;
 use axum::body::Bytes;
@@ -169,13 +170,10 @@ pub async fn hook(
                     .and_then(|(shadow, request)| {
                         shadow.compare(policy, response, |p| Some(p.decide(request)))
                     });
-                let id = state.recorded(
-                    started,
-                    response,
-                    None,
-                    (Some(session), event.turn()),
-                    (None, flips.as_ref()),
-                    false,
+                let id = state.decisions.record(
+                    Record::new(started, response)
+                        .session(Some(session), event.turn())
+                        .shadow(flips.as_ref()),
                 );
                 super::tracing_otel::attach(&state, &mut reply, response, &id);
             }

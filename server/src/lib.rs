@@ -73,6 +73,7 @@ mod budgets;
 mod clock;
 mod config;
 mod decision_log;
+mod decisions;
 mod error;
 mod guard;
 mod hooks;
@@ -122,6 +123,7 @@ pub use config::{
     AskMode, BundleSource, Config, HttpLimits, JwtConfig, LogConfig, LogMode, LogSink,
     PolicySource, RedisConfig, StoreTls,
 };
+pub use decisions::{Decisions, Record};
 pub use error::{Feature, ServerError, StateError};
 pub use limits::Limits;
 pub use reload_gate::Widening;

@@ -86,6 +86,11 @@ pub mod tracing_otel {
         pub fn shutdown(&self) {
             match *self {}
         }
+
+        /// Never called.
+        pub fn export(&self, _: &toolgate_engine::Response, _: &str) {
+            match *self {}
+        }
     }
 
     /// Nothing to attach.

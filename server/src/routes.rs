@@ -3,9 +3,8 @@
 use super::api_error::ApiError;
 use super::approvals::batch::Keeper;
 use super::budgets::Scopes;
-use super::decision_log::Entry;
-use super::metrics::Gauges;
-use super::shadow::{Flips, Seen};
+use super::decisions::Record;
+use super::shadow::Seen;
 use super::state::{AppState, ReloadError};
 use super::turn_state::Judged as TurnJudged;
 use axum::body::Bytes;
@@ -391,9 +390,10 @@ pub async fn health(State(state): Shared) -> Response {
         }
         body["bundle"] = json!(status);
     }
-    if let Some(error) = state.log.failing() {
+    if let Some(error) = state.decisions.log().failing() {
         body["status"] = "degraded".into();
-        body["decision_log"] = json!({"ok": false, "error": error, "lost": state.log.lost()});
+        body["decision_log"] =
+            json!({"ok": false, "error": error, "lost": state.decisions.log().lost()});
     }
     if let Some(failed) = last.filter(|r| !r.ok) {
         body["status"] = "degraded".into();
@@ -411,18 +411,14 @@ pub async fn health(State(state): Shared) -> Response {
 pub async fn metrics(State(state): Shared) -> Response {
     let (sessions_live, sessions_bytes) = state.sessions.held();
     let set = state.store.snapshot();
-    let mut text = state.metrics.render(&Gauges {
-        sessions_live,
-        sessions_bytes,
-        policies: set.len(),
-        log_lost: state.log.lost(),
-    });
+    let mut text = state
+        .decisions
+        .render_metrics(sessions_live, sessions_bytes, set.len());
     super::metrics::render_policy_info(&set, &mut text);
     state.sessions.render_metrics(&mut text);
     if let Some(b) = &state.bundle {
         text.push_str(&b.render_metrics());
     }
-    text.push_str(&state.log.render_metrics());
     text.push_str(&state.gate.render_metrics());
     if let Some(shadow) = &state.shadow {
         shadow.render_metrics(&mut text);
@@ -515,7 +511,8 @@ pub fn body_rejection(r: &BytesRejection) -> ApiError {
 
 impl AppState {
     pub(super) fn client_error(&self, e: ApiError) -> ApiError {
-        self.metrics
+        self.decisions
+            .metrics()
             .client_errors
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         e
@@ -629,7 +626,8 @@ impl AppState {
 
     /// A session the store cannot start: 503, counted.
     fn session_refused(&self, e: SessionError) -> ApiError {
-        self.metrics
+        self.decisions
+            .metrics()
             .sessions_refused
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         ApiError::new(
@@ -730,13 +728,13 @@ impl AppState {
         let flips = self
             .shadowing(origin)
             .and_then(|shadow| shadow.compare(policy, &response, |p| Some(p.decide(&request))));
-        let id = self.recorded(
-            started,
-            &response,
-            origin,
-            (request.session.as_deref(), request.turn.as_deref()),
-            (Some(&request), flips.as_ref()),
-            headless,
+        let id = self.decisions.record(
+            Record::new(started, &response)
+                .origin(origin)
+                .session(request.session.as_deref(), request.turn.as_deref())
+                .request(Some(&request))
+                .shadow(flips.as_ref())
+                .headless(headless),
         );
         Ok((response, origin, id))
     }
@@ -756,7 +754,7 @@ impl AppState {
         who: &Who,
     ) -> Option<Result<Judged, ApiError>> {
         let started = Instant::now();
-        if self.log.needs_request() {
+        if self.decisions.log().needs_request() {
             return None;
         }
         let set = self.store.snapshot();
@@ -856,13 +854,12 @@ impl AppState {
         let flips = self
             .shadowing(origin)
             .and_then(|shadow| shadow.compare(policy, &response, |p| seen.judge(p, text)));
-        let id = self.recorded(
-            started,
-            &response,
-            origin,
-            (s, t),
-            (None, flips.as_ref()),
-            headless,
+        let id = self.decisions.record(
+            Record::new(started, &response)
+                .origin(origin)
+                .session(s, t)
+                .shadow(flips.as_ref())
+                .headless(headless),
         );
         Some(Ok((response, origin, id)))
     }
@@ -883,41 +880,5 @@ impl AppState {
             TurnJudged::Done(response, origin) => Ok((response, origin)),
             TurnJudged::Refused(e) => Err(self.session_refused(e)),
         }
-    }
-
-    /// What every judging path does after a decision (both `/v1/decide` paths and
-    /// `/v1/hooks`): a decision id, the metrics and the log entry (with the request itself
-    /// only on the strict path, and what the shadow set decided otherwise, if anything).
-    pub(super) fn recorded(
-        &self,
-        started: Instant,
-        response: &Decided,
-        origin: Option<Origin>,
-        (session, turn): (Option<&str>, Option<&str>),
-        (request, shadow): (Option<&Request>, Option<&Flips>),
-        headless: bool,
-    ) -> String {
-        let id = self.next_decision_id();
-        self.metrics
-            .observe(response, started.elapsed().as_micros() as u64);
-        if origin == Some(Origin::Expired) {
-            self.metrics
-                .sessions_expired
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        self.log.record(
-            Entry {
-                decision_id: &id,
-                session,
-                turn,
-                request,
-                response,
-                session_state: origin,
-                headless,
-                shadow,
-            },
-            &self.metrics,
-        );
-        id
     }
 }

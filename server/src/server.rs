@@ -2,14 +2,14 @@
 //! watcher or the bundle poller, the session sweeper, SIGHUP), its router, and [`run`],
 //! which is `toolgate serve` without the flags.
 
-use super::config::{Config, LogSink, PolicySource};
-use super::decision_log::DecisionLog;
+use super::config::{Config, PolicySource};
+use super::decisions::Decisions;
 use super::error::{Feature, ServerError};
 use super::state::{self, AppState};
 use super::turn_state::{HookSessions, TurnState};
 use super::{
-    approvals_routes, authzen, bearer, bundle, conn, guard, hooks, loader, log_shipper,
-    reload_gate, routes, shadow, tracing_otel,
+    approvals_routes, authzen, bearer, bundle, conn, guard, hooks, loader, reload_gate, routes,
+    shadow, tracing_otel,
 };
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
@@ -17,7 +17,6 @@ use axum::routing::{get, post};
 use axum::Router;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
@@ -33,7 +32,6 @@ const DRAIN: Duration = Duration::from_secs(10);
 /// queues may be lost.
 pub struct Server {
     state: Arc<AppState>,
-    writer: JoinHandle<()>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -48,21 +46,9 @@ impl Server {
     /// the configuration this build has no feature for.
     pub async fn start(config: Config) -> Result<Server, ServerError> {
         let boot = state::boot_stamp();
-        let log = &config.log;
-        let (log, writer) = match &log.sink {
-            LogSink::Ship(url) => {
-                log_shipper::start(log.mode, log.args, url.clone(), log.queue, boot)?
-            }
-            sink => {
-                let file = match sink {
-                    LogSink::File(path) => Some(path.as_path()),
-                    _ => None,
-                };
-                DecisionLog::start(log.mode, log.args, file, log.queue)
-                    .await
-                    .map_err(ServerError::DecisionLog)?
-            }
-        };
+        let decisions = Arc::new(
+            Decisions::start_as(&config.log, config.otel_endpoint.as_deref(), boot).await?,
+        );
         let sessions = TurnState::open(config.state.as_ref(), config.sessions, boot)?;
         let budgets = super::budgets::Book::new(
             config
@@ -82,8 +68,7 @@ impl Server {
             store: PolicyStore::default(),
             sessions,
             hook_sessions,
-            metrics: Default::default(),
-            log,
+            decisions,
             limits: config.limits,
             http: config.http,
             origins: guard::Origins::new(config.addr, &config.allow_origins),
@@ -95,14 +80,7 @@ impl Server {
             loads: loader::Loads::default(),
             gate: reload_gate::GateState::new(config.widening),
             reload_lock: tokio::sync::Mutex::new(0),
-            counter: AtomicU64::new(0),
-            boot,
             bundle,
-            otel: config
-                .otel_endpoint
-                .as_deref()
-                .map(tracing_otel::Otel::start)
-                .transpose()?,
             approvals: Default::default(),
             budgets,
             ask: config.ask,
@@ -159,11 +137,7 @@ impl Server {
         if let Some(hup) = hup {
             tasks.push(tokio::spawn(on_sighup(state.clone(), hup)));
         }
-        Ok(Server {
-            state,
-            writer,
-            tasks,
-        })
+        Ok(Server { state, tasks })
     }
 
     /// The server's routes ([`router`]).
@@ -178,12 +152,9 @@ impl Server {
         for task in &self.tasks {
             task.abort();
         }
-        self.state.log.close();
-        let flushing = self.state.clone();
-        let _ =
-            tokio::task::spawn_blocking(move || flushing.otel.as_ref().map(|o| o.shutdown())).await;
+        let decisions = self.state.decisions.clone();
         drop(self.state);
-        let _ = self.writer.await;
+        decisions.close().await;
     }
 }
 

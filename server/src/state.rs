@@ -2,16 +2,15 @@
 
 use super::api_error::ApiError;
 use super::config::HttpLimits;
-use super::decision_log::DecisionLog;
+use super::decisions::Decisions;
 use super::guard::Origins;
 use super::limits::Limits;
 use super::loader::{load_complete, off_thread, say_failed, LoadReport, Loads};
-use super::metrics::Metrics;
 use super::reload_gate::{reload_gate, GateOutcome, GateState, Source};
 use super::turn_state::TurnState;
 use axum::http::{HeaderMap, StatusCode};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use toolgate_engine::{PolicySet, PolicyStore};
 
@@ -24,10 +23,8 @@ pub struct AppState {
     /// Coding-agent hook sessions (`/v1/hooks/{agent}`), in the one turn model: in memory,
     /// or beside `sessions` in the shared store.
     pub hook_sessions: super::turn_state::HookSessions,
-    /// Counters and histograms.
-    pub metrics: Metrics,
-    /// The decision log.
-    pub log: DecisionLog,
+    /// Where every judged batch is recorded: metrics, the decision log, spans, ids.
+    pub decisions: Arc<Decisions>,
     /// Request caps.
     pub limits: Limits,
     /// Timeouts and the connection cap.
@@ -50,14 +47,8 @@ pub struct AppState {
     pub gate: GateState,
     /// Serialises reloads so generations are numbered in order.
     pub reload_lock: tokio::sync::Mutex<u64>,
-    /// Decision-id counter.
-    pub counter: AtomicU64,
-    /// Per-process prefix for decision ids.
-    pub boot: u64,
     /// The signed bundle the policies come from (`--bundle`), instead of `dir`.
     pub bundle: Option<super::bundle::Bundle>,
-    /// Decision spans exported over OTLP (`--otel-endpoint`).
-    pub otel: Option<super::tracing_otel::Otel>,
     /// The asks waiting for a person and the approvals given (`/v1/approvals`).
     pub approvals: super::approvals::Approvals,
     /// The counts of budgets over batches (`per session`, `within 24h per principal`, ...).
@@ -81,12 +72,6 @@ pub struct AppState {
 use crate::clock::now_ms;
 
 impl AppState {
-    /// A unique id for a decision: process prefix and a counter.
-    pub fn next_decision_id(&self) -> String {
-        let n = self.counter.fetch_add(1, Relaxed);
-        format!("{:012x}-{n:08x}", self.boot & 0xffff_ffff_ffff)
-    }
-
     /// Checks the admin bearer token; refuses admin calls beyond loopback without one.
     pub fn admin(&self, headers: &HeaderMap) -> Result<(), ApiError> {
         match &self.admin_token {
@@ -244,7 +229,7 @@ impl AppState {
                 self.store.swap(set);
                 *generation = next;
                 self.gate.applied(diff.as_ref(), trigger);
-                self.metrics.reloads_ok.fetch_add(1, Relaxed);
+                self.decisions.metrics().reloads_ok.fetch_add(1, Relaxed);
                 self.loads.applied(report(true, None));
                 eprintln!("toolgate: loaded generation {next} ({trigger}): {serving}");
                 Ok(next)
@@ -275,7 +260,10 @@ impl AppState {
                 )))
             }
             Err(diagnostics) => {
-                self.metrics.reloads_failed.fetch_add(1, Relaxed);
+                self.decisions
+                    .metrics()
+                    .reloads_failed
+                    .fetch_add(1, Relaxed);
                 say_failed(
                     "reload",
                     trigger,

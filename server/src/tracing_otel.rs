@@ -62,6 +62,19 @@ impl Otel {
         })
     }
 
+    /// Exports one span for a batch judged outside an HTTP request (the MCP proxy's
+    /// `tools/call`), with the attributes and call events the middleware's span carries.
+    pub fn export(&self, judged: &Decided, decision_id: &str) {
+        let mut span = self
+            .tracer
+            .span_builder("toolgate.decide")
+            .with_kind(SpanKind::Server)
+            .with_start_time(SystemTime::now())
+            .start(&self.tracer);
+        Traced::new(judged, decision_id).fill(&mut span);
+        span.end();
+    }
+
     /// Exports what is still buffered and stops the exporter.
     pub fn shutdown(&self) {
         let _ = self.provider.shutdown();
@@ -80,6 +93,24 @@ pub struct Traced {
 }
 
 impl Traced {
+    /// Sets the batch's attributes and one event per call on `span`.
+    fn fill(&self, span: &mut impl Span) {
+        span.set_attribute(KeyValue::new(
+            "toolgate.decision_id",
+            self.decision_id.clone(),
+        ));
+        span.set_attribute(KeyValue::new("toolgate.policy", self.policy.clone()));
+        span.set_attribute(KeyValue::new(
+            "toolgate.policy.revision",
+            self.revision.clone(),
+        ));
+        span.set_attribute(KeyValue::new("toolgate.calls", self.calls.len() as i64));
+        span.set_attribute(KeyValue::new("toolgate.denied_calls", self.denied));
+        for call in &self.calls {
+            span.add_event("toolgate.tool_call", call.to_vec());
+        }
+    }
+
     /// The span's data from a judged batch.
     pub fn new(response: &Decided, decision_id: &str) -> Traced {
         let calls = response
@@ -107,7 +138,7 @@ impl Traced {
 
 /// Attaches `Traced` to a decide handler's response when tracing is on.
 pub fn attach(state: &AppState, response: &mut Response, judged: &Decided, decision_id: &str) {
-    if state.otel.is_some() {
+    if state.decisions.otel().is_some() {
         response
             .extensions_mut()
             .insert(Traced::new(judged, decision_id));
@@ -119,7 +150,7 @@ pub fn wrap(
     routes: axum::Router<Arc<AppState>>,
     state: &Arc<AppState>,
 ) -> axum::Router<Arc<AppState>> {
-    if state.otel.is_some() {
+    if state.decisions.otel().is_some() {
         routes.layer(axum::middleware::from_fn_with_state(state.clone(), trace))
     } else {
         routes
@@ -146,8 +177,8 @@ fn is_decide(path: &str) -> bool {
 /// The middleware: one server span around each decision request.
 async fn trace(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     let Some(otel) = state
-        .otel
-        .as_ref()
+        .decisions
+        .otel()
         .filter(|_| is_decide(request.uri().path()))
     else {
         return next.run(request).await;
@@ -169,17 +200,7 @@ async fn trace(State(state): State<Arc<AppState>>, request: Request, next: Next)
         i64::from(status.as_u16()),
     ));
     if let Some(t) = response.extensions().get::<Traced>() {
-        span.set_attribute(KeyValue::new("toolgate.decision_id", t.decision_id.clone()));
-        span.set_attribute(KeyValue::new("toolgate.policy", t.policy.clone()));
-        span.set_attribute(KeyValue::new(
-            "toolgate.policy.revision",
-            t.revision.clone(),
-        ));
-        span.set_attribute(KeyValue::new("toolgate.calls", t.calls.len() as i64));
-        span.set_attribute(KeyValue::new("toolgate.denied_calls", t.denied));
-        for call in &t.calls {
-            span.add_event("toolgate.tool_call", call.to_vec());
-        }
+        t.fill(&mut span);
     }
     if status.is_server_error() || status.is_client_error() {
         span.set_status(Status::error(status.to_string()));

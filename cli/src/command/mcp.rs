@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use toolgate_engine::{schema, Facts, Policy};
 use toolgate_mcp::{Config, DenyAs, Proxy, Upstream};
+use toolgate_server::Decisions;
 
 /// The facts the proxy keeps itself; a facts file may not give them.
 const PROXY_FACTS: [&str; 3] = [schema::STAGE, schema::LATCHED, schema::CALLED];
@@ -76,6 +77,10 @@ pub struct Args {
     /// With --listen: timeouts and the connection cap, as `toolgate serve` takes them.
     #[command(flatten)]
     http: super::http_args::HttpArgs,
+    /// The decision log and span export, as `toolgate serve` takes them; each judged
+    /// `tools/call` is one entry. With --listen, `GET /metrics` serves the counts.
+    #[command(flatten)]
+    log: super::log_args::LogArgs,
     /// The upstream MCP server to start, with its arguments (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -109,7 +114,20 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-async fn serve(args: &Args, config: Config) -> Result<(), String> {
+async fn serve(args: &Args, mut config: Config) -> Result<(), String> {
+    // Opened before the upstream starts, so a log that cannot be written stops the proxy
+    // before any call could go unrecorded.
+    let decisions = Decisions::start(&args.log.config(None), args.log.otel_endpoint().as_deref())
+        .await
+        .map(Arc::new)
+        .map_err(|e| e.to_string())?;
+    config.decisions = Some(decisions.clone());
+    let served = proxy(args, config).await;
+    decisions.close().await;
+    served
+}
+
+async fn proxy(args: &Args, config: Config) -> Result<(), String> {
     let upstream = connect(args, args.connect_timeout).await?;
     let config = Arc::new(config);
     if let Some(addr) = &args.listen {
@@ -171,6 +189,7 @@ fn configure(args: &Args) -> Result<Config, String> {
         facts,
         deny_as: args.deny_as,
         call_timeout: args.call_timeout,
+        decisions: None,
     })
 }
 

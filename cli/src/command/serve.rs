@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 use toolgate_server::{
-    AskMode, BundleSource, Config, Limits, LogMode, LogSink, PolicySource, RedisConfig,
-    SessionLimits, StoreTls, Widening,
+    AskMode, BundleSource, Config, Limits, LogSink, PolicySource, RedisConfig, SessionLimits,
+    StoreTls, Widening,
 };
 
 /// Arguments of `toolgate serve`.
@@ -48,26 +48,9 @@ pub struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8181")]
     addr: SocketAddr,
-    /// Which decisions to log, as JSON lines.
-    #[arg(long, value_enum, default_value = "all")]
-    log: LogArg,
-    /// Also log call arguments and facts (they may hold personal data).
-    #[arg(long)]
-    log_args: bool,
-    /// Decision-log file (appended); standard output when not given.
-    #[arg(long)]
-    log_file: Option<String>,
-    /// Ship the decision log to this http(s) URL in batches (gzip JSON arrays of OPA
-    /// decision-log events), retrying with backoff, instead of writing it locally.
-    #[arg(long, value_name = "URL", conflicts_with = "log_file")]
-    decision_log_url: Option<String>,
-    /// Export an OpenTelemetry span per decision request to this OTLP/HTTP endpoint (base
-    /// URL; spans go to URL/v1/traces as JSON). Off by default.
-    #[arg(long, value_name = "URL")]
-    otel_endpoint: Option<String>,
-    /// Decision-log queue capacity; entries beyond it are dropped and counted.
-    #[arg(long, default_value_t = 65_536)]
-    log_queue: usize,
+    /// The decision log and span export, as `toolgate mcp` takes them.
+    #[command(flatten)]
+    log: super::log_args::LogArgs,
     /// Bearer token for /v1/reload and /v1/check (also TOOLGATE_ADMIN_TOKEN).
     #[arg(long, env = "TOOLGATE_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
@@ -216,27 +199,6 @@ enum AskArg {
     AllowLogged,
 }
 
-/// `--log`: which decisions to log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum LogArg {
-    /// Every batch.
-    All,
-    /// Only batches with at least one denial.
-    Denials,
-    /// Nothing.
-    Off,
-}
-
-impl From<LogArg> for LogMode {
-    fn from(arg: LogArg) -> LogMode {
-        match arg {
-            LogArg::All => LogMode::All,
-            LogArg::Denials => LogMode::Denials,
-            LogArg::Off => LogMode::Off,
-        }
-    }
-}
-
 /// A key prefix: letters, digits, `_`, `-`, `.`, `:`; no `{` or `}`, which would change the
 /// store's hash slots.
 fn key_prefix(s: &str) -> Result<String, String> {
@@ -299,15 +261,8 @@ pub fn config(args: &Args) -> Config {
     config.http = args.http.limits();
     config.allow_origins = args.allow_origins.clone();
     config.deny_warnings = args.deny_warnings;
-    config.log.mode = args.log.into();
-    config.log.args = args.log_args;
-    config.log.queue = args.log_queue;
-    config.log.sink = match (&args.decision_log_url, &args.log_file) {
-        (Some(url), _) => LogSink::Ship(url.clone()),
-        (None, Some(file)) => LogSink::File(file.into()),
-        (None, None) => LogSink::Stdout,
-    };
-    config.otel_endpoint = args.otel_endpoint.clone();
+    config.log = args.log.config(Some(LogSink::Stdout));
+    config.otel_endpoint = args.log.otel_endpoint();
     config.poll = Duration::from_millis(args.poll_ms);
     config.admin_token = args.admin_token.clone().filter(|t| !t.is_empty());
     config.approver_token = args.approver_token.clone().filter(|t| !t.is_empty());

@@ -230,3 +230,27 @@ pub fn serve_refused(args: &[&str]) -> (Option<i32>, String) {
     };
     (status.code(), reader.join().unwrap())
 }
+
+/// Every span the collector received.
+pub fn spans(collector: &str) -> Vec<Value> {
+    let exports = get_json(collector, "/__traces").1;
+    let mut out = Vec::new();
+    for export in exports.as_array().unwrap() {
+        assert_eq!(export["type"], "application/json");
+        for rs in export["body"]["resourceSpans"].as_array().unwrap() {
+            for ss in rs["scopeSpans"].as_array().unwrap() {
+                out.extend(ss["spans"].as_array().unwrap().iter().cloned());
+            }
+        }
+    }
+    out
+}
+
+/// An attribute's value (OTLP JSON: `{"key": .., "value": {"stringValue": ..}}`).
+pub fn attr<'a>(attrs: &'a Value, key: &str) -> Option<&'a Value> {
+    attrs
+        .as_array()?
+        .iter()
+        .find(|a| a["key"] == key)
+        .map(|a| a["value"].as_object().unwrap().values().next().unwrap())
+}

@@ -89,21 +89,7 @@ pub fn undeclared(policy: &Policy, mut own: Response, latch: &str) -> Response {
 
 fn deny_as_state(d: &mut Decision, reason: Arc<str>) {
     static RULE_TEXT: OnceLock<Arc<str>> = OnceLock::new();
-    *d = Decision {
-        id: std::mem::take(&mut d.id),
-        tool: std::mem::take(&mut d.tool),
-        allow: false,
-        kind: Some(DenyKind::State),
-        rule: Some(shared(&RULE_TEXT, RULE)),
-        reason: Some(reason),
-        fail_open: false,
-        detokenise: Vec::new(),
-        opaque_tokens: Vec::new(),
-        sanitise_output: false,
-        approval: None,
-        shadow_denials: Vec::new(),
-        provenance: None,
-    };
+    d.overrule(DenyKind::State, shared(&RULE_TEXT, RULE), reason);
 }
 
 #[cfg(test)]
@@ -153,6 +139,9 @@ mod tests {
             kinds(&setter),
             [(false, Some(DenyKind::State)), (true, None)]
         );
+        // Nothing of the allow it overrules survives: the ingest's output flag goes with it.
+        assert!(p.decide(&batch(&["fetch"], false)).decisions[0].sanitise_output);
+        assert!(!setter.decisions[0].sanitise_output);
         assert_eq!(p.latch_bound("fetch"), (true, false));
         assert_eq!(p.latch_bound("send"), (false, true));
         assert_eq!(p.latch_bound("nope"), (false, false));
