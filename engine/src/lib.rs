@@ -41,6 +41,7 @@ mod hot_swap;
 mod ids;
 mod imports;
 mod invariant;
+mod invariant_check;
 mod limits;
 mod lint;
 mod name_table;

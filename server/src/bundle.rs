@@ -1,20 +1,21 @@
 //! `serve --bundle URL`: the policy set comes from a signed bundle on an HTTP(S) server,
 //! polled with `If-None-Match`. A downloaded bundle is verified before anything in it is
-//! compiled, then compiled and swapped in through [`AppState::install`], all or nothing;
+//! compiled, then compiled and swapped in through the server's one install path ([`Installer::install_set`]), all or nothing;
 //! a bundle that is refused (unsigned, another key's, tampered with, malformed, over a
 //! bound, or failing to compile) leaves the serving set in place, and the refusal shows in
 //! the log, `/v1/policies`, `/health` and `/metrics`.
 
+use super::clock::now_ms;
 use super::config::BundleSource;
 use super::http_client::error_chain;
 use super::reload_gate::Source as GateSource;
-use super::state::{AppState, ReloadError};
+use super::reload_gate::{Installer, ReloadError};
 use super::ServerError;
 use ed25519_dalek::VerifyingKey;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use toolgate_bundle::{self as bundle, Limits};
 use toolgate_engine::PolicySet;
 use toolgate_loader::log_text::escape;
@@ -198,12 +199,6 @@ impl Bundle {
     }
 }
 
-fn now_ms() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
-}
-
 /// What one download gave.
 enum Fetched {
     /// 304.
@@ -224,14 +219,12 @@ enum Fetched {
 /// held change under `pending`. A bundle with another digest is not applied
 /// ([`ReloadError::Changed`]); with nothing pending and no digest named, the bundle is gated
 /// as a poll would gate it (a widening is held and becomes `pending`).
-pub async fn reload(
-    state: Arc<AppState>,
+pub async fn reload<H: Installer>(
+    b: &Bundle,
+    state: Arc<H>,
     trigger: &str,
     want: Option<String>,
 ) -> Result<u64, ReloadError> {
-    let Some(b) = state.bundle.as_ref() else {
-        return Err(ReloadError::Failed("no bundle is configured".into()));
-    };
     let _one = b.fetching.lock().await;
     let source = GateSource::from_trigger(trigger);
     let conditional = source == GateSource::Automatic && !b.refetch_due();
@@ -242,7 +235,7 @@ pub async fn reload(
             eprintln!(
                 "toolgate: {}; still serving generation {}",
                 escape(&msg),
-                state.store.snapshot().generation()
+                state.generation()
             );
             b.note(Outcome::Unreachable, Some(msg.clone()), |_| {});
             return Err(ReloadError::Failed(msg));
@@ -251,7 +244,7 @@ pub async fn reload(
     let (body, etag) = match fetched {
         Fetched::Unchanged => {
             b.note(Outcome::NotModified, None, |_| {});
-            return Ok(state.store.snapshot().generation());
+            return Ok(state.generation());
         }
         Fetched::Body(body, etag) => (body, etag),
     };
@@ -262,7 +255,7 @@ pub async fn reload(
     let last_etag = b.status().etag;
     if source == GateSource::Automatic && last_digest.as_deref() == Some(digest.as_str()) {
         b.note(Outcome::NotModified, None, |s| s.etag = etag);
-        return Ok(state.store.snapshot().generation());
+        return Ok(state.generation());
     }
     let new_bytes = last_digest.as_deref().is_some_and(|d| d != digest);
     if new_bytes && etag.is_some() && etag == last_etag {
@@ -278,7 +271,7 @@ pub async fn reload(
         "`pending` reported"
     };
     let gate_source = match source {
-        GateSource::Explicit => match want.or_else(|| state.gate.pending_digest()) {
+        GateSource::Explicit => match want.or_else(|| state.gate().pending_digest()) {
             Some(w) if w == digest => GateSource::Explicit,
             Some(w) => {
                 let msg = format!(
@@ -302,14 +295,14 @@ pub async fn reload(
         floor: b.status().serial,
         min: b.source.min_serial,
         rollback: source == GateSource::Explicit && b.source.allow_rollback,
-        deny_warnings: state.deny_warnings,
+        deny_warnings: state.deny_warnings(),
         url: b.source.url.clone(),
     };
     let manifest = Arc::new(Mutex::new(None));
     let seen = manifest.clone();
     let result = state
         .clone()
-        .install(trigger, gate_source, Some(digest.clone()), move |next| {
+        .install_set(trigger, gate_source, Some(digest.clone()), move |next| {
             let (set, served) = check.open(&body, next)?;
             if let Ok(mut m) = seen.lock() {
                 *m = Some(served);
@@ -339,7 +332,7 @@ pub async fn reload(
                     "revision": m.revision,
                     "key_id": m.key_id,
                 });
-                state.gate.describe_pending(&digest, described);
+                state.gate().describe_pending(&digest, described);
             }
             b.note(Outcome::Refused, Some(e.to_string()), |s| s.etag = etag)
         }
@@ -441,12 +434,4 @@ async fn fetch(b: &Bundle, conditional: bool) -> Result<Fetched, String> {
         body.extend_from_slice(&chunk);
     }
     Ok(Fetched::Body(body, etag))
-}
-
-/// Polls the bundle URL every `every`.
-pub async fn poll(state: Arc<AppState>, every: Duration) {
-    loop {
-        tokio::time::sleep(every).await;
-        let _ = reload(state.clone(), "poll", None).await;
-    }
 }

@@ -1,4 +1,4 @@
-//! The wall clock as logs and answers write it.
+//! The wall clock as logs, answers and decision ids write it.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -8,4 +8,9 @@ pub(crate) fn now_ms() -> u128 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0)
+}
+
+/// Milliseconds since the Unix epoch at start-up: the process's prefix of decision ids.
+pub fn boot_stamp() -> u64 {
+    now_ms() as u64
 }

@@ -30,7 +30,7 @@ use toolgate_turns::Origin;
 pub struct Decisions {
     metrics: Metrics,
     log: DecisionLog,
-    otel: Option<Otel>,
+    otel: Option<Arc<Otel>>,
     counter: AtomicU64,
     boot: u64,
     /// The log's writer task, awaited by [`Decisions::close`].
@@ -113,7 +113,7 @@ impl Decisions {
     /// Fails on a log file that cannot be opened, or a sink or exporter this build has no
     /// feature for ([`ServerError::Unsupported`]).
     pub async fn start(log: &LogConfig, otel_endpoint: Option<&str>) -> Result<Self, ServerError> {
-        Self::start_as(log, otel_endpoint, crate::state::boot_stamp()).await
+        Self::start_as(log, otel_endpoint, crate::clock::boot_stamp()).await
     }
 
     /// [`Decisions::start`] with the process's boot stamp, the prefix of its decision ids.
@@ -136,7 +136,7 @@ impl Decisions {
                     .map_err(ServerError::DecisionLog)?
             }
         };
-        let otel = otel_endpoint.map(Otel::start).transpose()?;
+        let otel = otel_endpoint.map(Otel::start).transpose()?.map(Arc::new);
         Ok(Decisions {
             metrics: Metrics::default(),
             log,
@@ -194,14 +194,19 @@ impl Decisions {
         &self.log
     }
 
-    /// The span exporter, with `--otel-endpoint`.
-    #[cfg_attr(not(feature = "otel"), allow(dead_code))]
-    pub(crate) fn otel(&self) -> Option<&Otel> {
+    /// The span exporter, with `--otel-endpoint`: the HTTP routes' tracing middleware.
+    pub(crate) fn otel(&self) -> Option<&Arc<Otel>> {
         self.otel.as_ref()
     }
 
+    /// Hands an HTTP decision route's span (the tracing middleware's) the batch it judged,
+    /// when spans are exported.
+    pub(crate) fn attach(&self, reply: &mut axum::response::Response, judged: &Response, id: &str) {
+        crate::tracing_otel::attach(self.otel.as_deref(), reply, judged, id);
+    }
+
     /// Counts one connection or request refused by an HTTP accept loop.
-    pub fn refused(&self, why: crate::conn::Refusal) {
+    pub fn refused(&self, why: crate::metrics::Refusal) {
         self.metrics.refused(why);
     }
 

@@ -3,6 +3,7 @@
 
 use super::api_error::ApiError;
 use super::metrics::Refusal;
+use super::origins::Origins;
 use super::state::AppState;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -10,42 +11,8 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-
-/// The origins a request may come from: the server's own and those the operator lists.
-#[derive(Debug, Clone, Default)]
-pub struct Origins {
-    allowed: Vec<String>,
-}
-
-impl Origins {
-    /// The server's own origins for the address it listens on, plus `extra` (`--allow-origin`).
-    /// A wildcard address has no origin of its own: only listed origins are allowed then.
-    pub fn new(local: SocketAddr, extra: &[String]) -> Self {
-        let mut allowed: Vec<String> = extra.iter().map(|o| normalise(o)).collect();
-        if !local.ip().is_unspecified() {
-            allowed.push(format!("http://{local}"));
-            if local.ip().is_loopback() {
-                allowed.push(format!("http://localhost:{}", local.port()));
-            }
-        }
-        Origins { allowed }
-    }
-
-    /// True when `origin` is one of them (ASCII case-insensitive, as origins compare).
-    fn allows(&self, origin: &[u8]) -> bool {
-        self.allowed
-            .iter()
-            .any(|a| a.as_bytes().eq_ignore_ascii_case(origin))
-    }
-}
-
-/// `https://Example.com/` → `https://example.com`: the form a browser sends.
-fn normalise(origin: &str) -> String {
-    origin.trim().trim_end_matches('/').to_ascii_lowercase()
-}
 
 /// The middleware.
 pub async fn guard(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {

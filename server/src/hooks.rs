@@ -175,7 +175,7 @@ pub async fn hook(
                         .session(Some(session), event.turn())
                         .shadow(flips.as_ref()),
                 );
-                super::tracing_otel::attach(&state, &mut reply, response, &id);
+                state.decisions.attach(&mut reply, response, &id);
             }
             reply
         }

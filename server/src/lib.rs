@@ -81,6 +81,7 @@ mod limits;
 mod loader;
 mod metrics;
 mod off;
+mod origins;
 mod reload_gate;
 mod routes;
 mod server;

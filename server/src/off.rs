@@ -10,7 +10,7 @@ pub mod bundle {
 
     use crate::config::BundleSource;
     use crate::error::{Feature, ServerError};
-    use crate::state::{AppState, ReloadError};
+    use crate::reload_gate::{Installer, ReloadError};
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -48,20 +48,15 @@ pub mod bundle {
         }
     }
 
-    /// Never called with a bundle, which cannot exist.
-    pub async fn reload(
-        state: Arc<AppState>,
+    /// Never called: a bundle cannot exist.
+    pub async fn reload<H: Installer>(
+        b: &Bundle,
+        _: Arc<H>,
         _: &str,
         _: Option<String>,
     ) -> Result<u64, ReloadError> {
-        match state.bundle {
-            Some(ref b) => match *b {},
-            None => Err(ReloadError::Failed("no bundle is configured".into())),
-        }
+        match *b {}
     }
-
-    /// Never called.
-    pub async fn poll(_: Arc<AppState>, _: Duration) {}
 }
 
 #[cfg(not(feature = "otel"))]
@@ -69,7 +64,6 @@ pub mod tracing_otel {
     //! `otel` is off: no spans, and the decision path attaches nothing.
 
     use crate::error::{Feature, ServerError};
-    use crate::state::AppState;
     use axum::response::Response;
     use std::sync::Arc;
 
@@ -94,13 +88,10 @@ pub mod tracing_otel {
     }
 
     /// Nothing to attach.
-    pub fn attach(_: &AppState, _: &mut Response, _: &toolgate_engine::Response, _: &str) {}
+    pub fn attach(_: Option<&Otel>, _: &mut Response, _: &toolgate_engine::Response, _: &str) {}
 
     /// The routes as they are.
-    pub fn wrap(
-        routes: axum::Router<Arc<AppState>>,
-        _: &Arc<AppState>,
-    ) -> axum::Router<Arc<AppState>> {
+    pub fn wrap<S>(routes: axum::Router<S>, _: Option<&Arc<Otel>>) -> axum::Router<S> {
         routes
     }
 }

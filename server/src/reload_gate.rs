@@ -290,3 +290,44 @@ impl GateState {
         out
     }
 }
+
+/// Why a reload swapped nothing in; the serving set stays.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The new set could not be loaded or was refused; the diagnostics say why.
+    #[error("{0}")]
+    Failed(String),
+    /// The reload gate held the change back: it widens, and nobody asked for it.
+    #[error("{0}")]
+    Held(String),
+    /// An explicit reload found another bundle or directory set than the one reported under
+    /// `pending` (or named by `digest`), and applied nothing.
+    #[error("{0}")]
+    Changed(String),
+}
+
+/// What installing a new policy set needs of the server: implemented by its state, so a
+/// component that brings sets (the bundle poller) reaches the one install path without
+/// naming the state that holds it.
+#[cfg_attr(not(feature = "bundles"), allow(dead_code))]
+pub trait Installer: Send + Sync + 'static {
+    /// The serving set's generation.
+    fn generation(&self) -> u64;
+    /// Whether a set with warnings is refused (`--deny-warnings`).
+    fn deny_warnings(&self) -> bool;
+    /// The reload gate's mode and held change.
+    fn gate(&self) -> &GateState;
+    /// Swaps in the set `build` makes through the server's one install path (the reload
+    /// gate, then the store): `source` is how the gate treats it; `digest` names a bundle,
+    /// shown with a held change.
+    #[cfg(feature = "bundles")]
+    fn install_set<F>(
+        self: std::sync::Arc<Self>,
+        trigger: &str,
+        source: Source,
+        digest: Option<String>,
+        build: F,
+    ) -> impl std::future::Future<Output = Result<u64, ReloadError>> + Send
+    where
+        F: FnOnce(u64) -> Result<PolicySet, String> + Send + 'static;
+}

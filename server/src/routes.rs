@@ -4,8 +4,9 @@ use super::api_error::ApiError;
 use super::approvals::batch::Keeper;
 use super::budgets::Scopes;
 use super::decisions::Record;
+use super::reload_gate::ReloadError;
 use super::shadow::Seen;
-use super::state::{AppState, ReloadError};
+use super::state::AppState;
 use super::turn_state::Judged as TurnJudged;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -61,7 +62,7 @@ pub async fn decide(
         decision_id: Some(&id),
     })
     .into_response();
-    super::tracing_otel::attach(&state, &mut reply, &response, &id);
+    state.decisions.attach(&mut reply, &response, &id);
     Ok(reply)
 }
 
@@ -201,7 +202,7 @@ pub async fn data_decide(
         decision_id: None,
     };
     let mut reply = Json(json!({"result": result, "decision_id": id})).into_response();
-    super::tracing_otel::attach(&state, &mut reply, &response, &id);
+    state.decisions.attach(&mut reply, &response, &id);
     Ok(reply)
 }
 

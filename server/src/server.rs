@@ -5,7 +5,7 @@
 use super::config::{Config, PolicySource};
 use super::decisions::Decisions;
 use super::error::{Feature, ServerError};
-use super::state::{self, AppState};
+use super::state::AppState;
 use super::turn_state::{HookSessions, TurnState};
 use super::{
     approvals_routes, authzen, bearer, bundle, conn, guard, hooks, loader, reload_gate, routes,
@@ -45,7 +45,7 @@ impl Server {
     /// store or bundle key that is refused, a signal that cannot be handled, or a part of
     /// the configuration this build has no feature for.
     pub async fn start(config: Config) -> Result<Server, ServerError> {
-        let boot = state::boot_stamp();
+        let boot = crate::clock::boot_stamp();
         let decisions = Arc::new(
             Decisions::start_as(&config.log, config.otel_endpoint.as_deref(), boot).await?,
         );
@@ -71,7 +71,7 @@ impl Server {
             decisions,
             limits: config.limits,
             http: config.http,
-            origins: guard::Origins::new(config.addr, &config.allow_origins),
+            origins: super::origins::Origins::new(config.addr, &config.allow_origins),
             deny_warnings: config.deny_warnings,
             dir,
             default_policy: config.default_policy,
@@ -118,7 +118,7 @@ impl Server {
         };
         let mut tasks = Vec::new();
         if let Some(b) = &state.bundle {
-            tasks.push(tokio::spawn(bundle::poll(state.clone(), b.poll_every())));
+            tasks.push(tokio::spawn(poll_bundle(state.clone(), b.poll_every())));
         } else if !config.poll.is_zero() {
             tasks.push(tokio::spawn(watch(
                 state.clone(),
@@ -167,14 +167,17 @@ impl Server {
 pub fn router(server: &Server) -> Router {
     let state = &server.state;
     let body_limit = state.limits.body_bytes;
-    let routes = Router::new()
+    // The routes that judge batches: with `--otel-endpoint`, each request is one span.
+    let decide = Router::new()
         .route("/v1/decide", post(routes::decide))
         .route("/v1/data/{module}/decide", post(routes::data_decide))
-        .route("/v1/offer", post(routes::offer))
         .route(
             "/v1/hooks/{agent}",
             post(hooks::hook).layer(DefaultBodyLimit::max(state.limits.hook_body_bytes)),
-        )
+        );
+    let routes = Router::new()
+        .merge(tracing_otel::wrap(decide, state.decisions.otel()))
+        .route("/v1/offer", post(routes::offer))
         .route("/v1/check", post(routes::check))
         .route("/v1/reload", post(routes::reload))
         .route("/v1/policies", get(routes::policies))
@@ -200,7 +203,7 @@ pub fn router(server: &Server) -> Router {
             .route("/v1/policies/{module}/source", get(playground::source))
     };
     let routes = routes.fallback(routes::not_found);
-    tracing_otel::wrap(routes, state)
+    routes
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(state.clone(), guard::guard))
         .with_state(state.clone())
@@ -290,6 +293,14 @@ enum Watched {
     Serving,
     /// The shadow set (`--shadow`).
     Shadow,
+}
+
+/// Fetches the bundle every `every`, gating and installing what changed.
+async fn poll_bundle(state: Arc<AppState>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        let _ = state.clone().reload("poll", None).await;
+    }
 }
 
 async fn sweep(state: Arc<AppState>, ttl: Duration) {

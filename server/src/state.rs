@@ -3,10 +3,10 @@
 use super::api_error::ApiError;
 use super::config::HttpLimits;
 use super::decisions::Decisions;
-use super::guard::Origins;
 use super::limits::Limits;
 use super::loader::{load_complete, off_thread, say_failed, LoadReport, Loads};
-use super::reload_gate::{reload_gate, GateOutcome, GateState, Source};
+use super::origins::Origins;
+use super::reload_gate::{reload_gate, GateOutcome, GateState, Installer, ReloadError, Source};
 use super::turn_state::TurnState;
 use axum::http::{HeaderMap, StatusCode};
 use std::path::PathBuf;
@@ -68,8 +68,6 @@ pub struct AppState {
     /// Verifies bearer tokens (`--jwks`); `None` takes a request's `facts.principal` as sent.
     pub bearer: Option<super::bearer::Verifier>,
 }
-
-use crate::clock::now_ms;
 
 impl AppState {
     /// Checks the admin bearer token; refuses admin calls beyond loopback without one.
@@ -137,8 +135,8 @@ impl AppState {
         trigger: &str,
         digest: Option<String>,
     ) -> Result<u64, ReloadError> {
-        if self.bundle.is_some() {
-            return super::bundle::reload(self, trigger, digest).await;
+        if let Some(b) = &self.bundle {
+            return super::bundle::reload(b, self.clone(), trigger, digest).await;
         }
         let dir = self.dir.clone();
         let deny_warnings = self.deny_warnings;
@@ -149,7 +147,7 @@ impl AppState {
             Source::Explicit => digest.or_else(|| self.gate.pending_digest()),
             _ => None,
         };
-        self.install_expecting(trigger, source, None, expect, move |next| {
+        self.install(trigger, source, None, expect, move |next| {
             load_complete(&dir, next, deny_warnings)
         })
         .await
@@ -170,27 +168,12 @@ impl AppState {
     /// widening change from an automatic source (the watcher, a bundle poll) is held back.
     /// A set that fails to build, or is held, leaves the old set serving, and is reported.
     /// `source` is how the gate treats it; `digest` names a bundle, shown with a held change.
-    #[cfg(feature = "bundles")]
-    pub async fn install<F>(
-        self: Arc<Self>,
-        trigger: &str,
-        source: Source,
-        digest: Option<String>,
-        build: F,
-    ) -> Result<u64, ReloadError>
-    where
-        F: FnOnce(u64) -> Result<PolicySet, String> + Send + 'static,
-    {
-        self.install_expecting(trigger, source, digest, None, build)
-            .await
-    }
-
-    /// [`AppState::install`] for a directory, whose digest is known only once its set is
-    /// built: with `expect`, an explicit reload applies a widening only when the set built
-    /// has that digest ([`super::reload_gate::set_digest`]). Another set is gated as the
+    ///
+    /// For a directory, whose digest is known only once its set is built: with `expect`, an
+    /// explicit reload applies a widening only when the set built has that digest ([`super::reload_gate::set_digest`]). Another set is gated as the
     /// watcher would gate it: applied if it does not widen, else held as the new `pending`,
     /// answered with [`ReloadError::Changed`].
-    async fn install_expecting<F>(
+    async fn install<F>(
         self: Arc<Self>,
         trigger: &str,
         source: Source,
@@ -279,19 +262,34 @@ impl AppState {
     }
 }
 
-/// Why a reload swapped nothing in; the serving set stays.
-#[derive(Debug, thiserror::Error)]
-pub enum ReloadError {
-    /// The new set could not be loaded or was refused; the diagnostics say why.
-    #[error("{0}")]
-    Failed(String),
-    /// The reload gate held the change back: it widens, and nobody asked for it.
-    #[error("{0}")]
-    Held(String),
-    /// An explicit reload found another bundle or directory set than the one reported under
-    /// `pending` (or named by `digest`), and applied nothing.
-    #[error("{0}")]
-    Changed(String),
+/// The server's state as what a bundle reload installs into: the bundle poller names only
+/// this (`reload_gate::Installer`), never `AppState`, which holds the bundle.
+impl Installer for AppState {
+    fn generation(&self) -> u64 {
+        self.store.snapshot().generation()
+    }
+
+    fn deny_warnings(&self) -> bool {
+        self.deny_warnings
+    }
+
+    fn gate(&self) -> &GateState {
+        &self.gate
+    }
+
+    #[cfg(feature = "bundles")]
+    fn install_set<F>(
+        self: Arc<Self>,
+        trigger: &str,
+        source: Source,
+        digest: Option<String>,
+        build: F,
+    ) -> impl std::future::Future<Output = Result<u64, ReloadError>> + Send
+    where
+        F: FnOnce(u64) -> Result<PolicySet, String> + Send + 'static,
+    {
+        AppState::install(self, trigger, source, digest, None, build)
+    }
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -299,9 +297,4 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// Milliseconds since the Unix epoch, for decision ids.
-pub fn boot_stamp() -> u64 {
-    now_ms() as u64
 }

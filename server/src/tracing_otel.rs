@@ -1,6 +1,7 @@
-//! `serve --otel-endpoint URL`: one OpenTelemetry span per decision request
-//! (`POST /v1/decide`, `POST /v1/data/{module}/decide`), exported over OTLP/HTTP (JSON) to
-//! `URL/v1/traces` by the SDK's batch processor on a thread of its own.
+//! `--otel-endpoint URL`: one OpenTelemetry span per decision request
+//! (`POST /v1/decide`, `POST /v1/data/{module}/decide`, `POST /v1/hooks/{agent}`), and one per
+//! call the MCP proxy judges ([`Otel::export`], through [`crate::Decisions`]), exported over
+//! OTLP/HTTP (JSON) to `URL/v1/traces` by the SDK's batch processor on a thread of its own.
 //!
 //! The span continues the caller's trace when the request carries a W3C `traceparent`. It
 //! holds the request's outcome (`http.response.status_code`), the decision id, the policy
@@ -11,7 +12,6 @@
 //! Without the flag nothing here runs: the middleware is not installed and the handlers
 //! attach nothing to their responses.
 
-use super::state::AppState;
 use super::ServerError;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -137,23 +137,23 @@ impl Traced {
 }
 
 /// Attaches `Traced` to a decide handler's response when tracing is on.
-pub fn attach(state: &AppState, response: &mut Response, judged: &Decided, decision_id: &str) {
-    if state.decisions.otel().is_some() {
+pub fn attach(otel: Option<&Otel>, response: &mut Response, judged: &Decided, decision_id: &str) {
+    if otel.is_some() {
         response
             .extensions_mut()
             .insert(Traced::new(judged, decision_id));
     }
 }
 
-/// Wraps the routes in the tracing middleware when `--otel-endpoint` is set.
-pub fn wrap(
-    routes: axum::Router<Arc<AppState>>,
-    state: &Arc<AppState>,
-) -> axum::Router<Arc<AppState>> {
-    if state.decisions.otel().is_some() {
-        routes.layer(axum::middleware::from_fn_with_state(state.clone(), trace))
-    } else {
-        routes
+/// Wraps `routes` (the decision routes) in the tracing middleware when `--otel-endpoint` is
+/// set: one server span per request.
+pub fn wrap<S: Clone + Send + Sync + 'static>(
+    routes: axum::Router<S>,
+    otel: Option<&Arc<Otel>>,
+) -> axum::Router<S> {
+    match otel {
+        Some(otel) => routes.layer(axum::middleware::from_fn_with_state(otel.clone(), trace)),
+        None => routes,
     }
 }
 
@@ -168,21 +168,8 @@ impl opentelemetry::propagation::Extractor for Headers<'_> {
     }
 }
 
-fn is_decide(path: &str) -> bool {
-    path == "/v1/decide"
-        || (path.starts_with("/v1/data/") && path.ends_with("/decide"))
-        || path.starts_with(super::hooks::PREFIX)
-}
-
 /// The middleware: one server span around each decision request.
-async fn trace(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let Some(otel) = state
-        .decisions
-        .otel()
-        .filter(|_| is_decide(request.uri().path()))
-    else {
-        return next.run(request).await;
-    };
+async fn trace(State(otel): State<Arc<Otel>>, request: Request, next: Next) -> Response {
     let parent = otel.propagator.extract(&Headers(request.headers()));
     let path = request.uri().path().to_string();
     let mut span = otel
