@@ -41,6 +41,8 @@ mod hot_swap;
 mod ids;
 mod imports;
 mod invariant;
+#[cfg(feature = "json-schema")]
+pub mod json_schema;
 mod limits;
 mod lint;
 mod name_table;

@@ -7,6 +7,11 @@ use std::sync::Arc;
 
 /// The answer to one [`crate::Request`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "json-schema",
+    derive(schemars::JsonSchema),
+    schemars(deny_unknown_fields)
+)]
 pub struct Response {
     /// The policy's module name.
     pub policy: Arc<str>,
@@ -20,6 +25,10 @@ pub struct Response {
     /// Whoever keeps the counts adds it to its book (and to the next `facts.spent`). Absent
     /// from JSON when empty.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[cfg_attr(
+        feature = "json-schema",
+        schemars(with = "BTreeMap<String, crate::json_schema::Count>")
+    )]
     pub spent: BTreeMap<Arc<str>, f64>,
 }
 
@@ -29,6 +38,7 @@ pub type LatchState = crate::request::Latched;
 
 /// Why a call was denied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum DenyKind {
     /// The policy never classified the tool.
@@ -83,6 +93,11 @@ impl DenyKind {
 
 /// The decision for one call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "json-schema",
+    derive(schemars::JsonSchema),
+    schemars(deny_unknown_fields)
+)]
 pub struct Decision {
     /// The call's id, echoed.
     pub id: CallLabel,
@@ -130,6 +145,11 @@ pub struct Decision {
 
 /// Where a denied argument's value came from (kind `provenance`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "json-schema",
+    derive(schemars::JsonSchema),
+    schemars(deny_unknown_fields)
+)]
 pub struct Provenance {
     /// The argument, as a path: `args.recipient`, `args.participants[2]`.
     pub arg: String,
@@ -148,6 +168,7 @@ pub struct Provenance {
 
 /// Why a value counts as untrusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ProvenanceWhy {
     /// It occurs in an untrusted output, and not in the prompt or trusted output.
