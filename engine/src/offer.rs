@@ -13,9 +13,9 @@
 use crate::decide::{blocking_latch, ActiveStage, StageGate};
 use crate::error::RequestError;
 use crate::policy::Policy;
-use crate::request::{opt_string, read_json, schema, top_object, type_name, Facts};
-use crate::schema as key;
-use crate::view::LatchedRef;
+use crate::wire::request::{opt_string, read_json, schema, top_object, type_name, Facts};
+use crate::wire::schema as key;
+use crate::wire::view::LatchedRef;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::HashSet;

@@ -3,12 +3,12 @@
 //! Requests can be built in Rust directly or read from JSON with [`Request::from_json`].
 //! Standard facts of the wrong JSON type make the request malformed: the error names the
 //! field, because a silent default here would quietly change a security decision. For the
-//! same reason every object of the schema is closed (see [`crate::schema`]): a key it does not
+//! same reason every object of the schema is closed (see [`crate::wire::schema`]): a key it does not
 //! name is an error with a did-you-mean, never ignored, so a call sent with `arguments`
 //! instead of `args` is refused rather than judged with no arguments.
 
 use crate::error::RequestError;
-use crate::schema as key;
+use crate::wire::schema as key;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -56,7 +56,7 @@ pub struct Facts {
     /// "Asking a person"). Each turns exactly the call it was asked for into an allow.
     #[cfg_attr(
         feature = "json-schema",
-        schemars(with = "Option<Vec<crate::json_schema::ApprovalDigest>>")
+        schemars(with = "Option<Vec<crate::wire::json_schema::ApprovalDigest>>")
     )]
     pub approvals: Option<Vec<String>>,
     /// Who the agent acts for: an object with `sub`, `tenant` and `claims`, each optional
@@ -64,7 +64,7 @@ pub struct Facts {
     /// `principal.tenant`, `principal.claims.NAME`.
     #[cfg_attr(
         feature = "json-schema",
-        schemars(with = "Option<crate::json_schema::Principal>")
+        schemars(with = "Option<crate::wire::json_schema::Principal>")
     )]
     pub principal: Option<Value>,
     /// Per budget that counts across batches (`per turn`, `session`, `principal`,
@@ -72,7 +72,7 @@ pub struct Facts {
     /// supplies it; a budget whose count is missing denies, since its state is unknown.
     #[cfg_attr(
         feature = "json-schema",
-        schemars(with = "Option<BTreeMap<String, crate::json_schema::Count>>")
+        schemars(with = "Option<BTreeMap<String, crate::wire::json_schema::Count>>")
     )]
     pub spent: Option<BTreeMap<String, f64>>,
     /// The user's message of this turn (`facts.prompt`): a value in it is the user's own, for
@@ -83,7 +83,7 @@ pub struct Facts {
     /// and `blocks tainted` read. Absent, such a test is unknown and denies.
     #[cfg_attr(
         feature = "json-schema",
-        schemars(with = "Option<Vec<crate::json_schema::Output>>")
+        schemars(with = "Option<Vec<crate::wire::json_schema::Output>>")
     )]
     pub outputs: Option<Value>,
     /// Any other facts, reachable from rules as `facts.<key>`.
@@ -141,7 +141,7 @@ impl Default for Latched {
 #[cfg_attr(
     feature = "json-schema",
     derive(schemars::JsonSchema),
-    schemars(deny_unknown_fields, transform = crate::json_schema::message_text)
+    schemars(deny_unknown_fields, transform = crate::wire::json_schema::message_text)
 )]
 pub struct Message {
     /// Who wrote it: `client` for the customer, anything else for others.
@@ -410,7 +410,7 @@ impl Facts {
         let principal = match map.remove(key::PRINCIPAL) {
             None | Some(Value::Null) => None,
             Some(v) => {
-                if let Err(e) = crate::principal::check(&v) {
+                if let Err(e) = crate::wire::principal::check(&v) {
                     return Err(schema(
                         &format!("{}{}", fact_path(key::PRINCIPAL), e.at),
                         e.message,
@@ -452,7 +452,7 @@ impl Facts {
         let outputs = match map.remove(key::OUTPUTS) {
             None | Some(Value::Null) => None,
             Some(v) => {
-                if let Err(e) = crate::outputs::check_outputs(&v) {
+                if let Err(e) = crate::wire::outputs::check_outputs(&v) {
                     return Err(schema(
                         &format!("{}{}", fact_path(key::OUTPUTS), e.at),
                         e.message,
@@ -696,9 +696,9 @@ fn fact_path(name: &str) -> String {
 }
 
 /// Parses JSON text, keeping serde_json's line and column on failure and refusing a key
-/// given twice (see [`crate::strict_json`]).
+/// given twice (see [`crate::wire::strict_json`]).
 pub(crate) fn read_json(text: &str) -> Result<Value, RequestError> {
-    crate::strict_json::parse(text)
+    crate::wire::strict_json::parse(text)
 }
 
 /// The top-level object of a request body, refusing keys outside `allowed`; `shape` (built
@@ -797,7 +797,7 @@ fn describe(v: &Value) -> String {
 
 impl<'de> serde::Deserialize<'de> for Request {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let value = crate::strict_json::deserialize(d)?;
+        let value = crate::wire::strict_json::deserialize(d)?;
         Request::from_value(value).map_err(serde::de::Error::custom)
     }
 }

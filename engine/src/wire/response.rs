@@ -27,14 +27,14 @@ pub struct Response {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[cfg_attr(
         feature = "json-schema",
-        schemars(with = "BTreeMap<String, crate::json_schema::Count>")
+        schemars(with = "BTreeMap<String, crate::wire::json_schema::Count>")
     )]
     pub spent: BTreeMap<Arc<str>, f64>,
 }
 
 /// Latch state in a response: the same type as the request's `latched` fact ([`Latched`]),
 /// so a state read from one batch's response is the next batch's fact as it is.
-pub type LatchState = crate::request::Latched;
+pub type LatchState = crate::wire::request::Latched;
 
 /// Why a call was denied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -179,7 +179,7 @@ impl JsonSchema for Count {
     }
 }
 
-/// A schema-only type: the shape of `facts.principal` ([`crate::principal`]).
+/// A schema-only type: the shape of `facts.principal` ([`crate::wire::principal`]).
 pub(crate) struct Principal;
 
 impl JsonSchema for Principal {
@@ -213,7 +213,7 @@ impl JsonSchema for Principal {
     }
 }
 
-/// A schema-only type: one entry of `facts.outputs` ([`crate::outputs`]).
+/// A schema-only type: one entry of `facts.outputs` ([`crate::wire::outputs`]).
 pub(crate) struct Output;
 
 impl JsonSchema for Output {
@@ -255,7 +255,7 @@ impl JsonSchema for crate::CallLabel {
 pub(crate) fn message_text(schema: &mut Schema) {
     if let Some(Value::Object(props)) = schema.get_mut("properties") {
         props.insert(
-            crate::schema::TEXT.into(),
+            crate::wire::schema::TEXT.into(),
             serde_json::json!({
                 "description": "The message's text: accepted so a transcript can be sent as it is, never read."
             }),
