@@ -85,7 +85,10 @@ export type Decision = {
   tool: string;
 };
 
-/** Why a call was denied. */
+/**
+ * Why a call was denied. Non-exhaustive: a later version may add a kind, and a kind an executor
+ * does not know is a denial like any other.
+ */
 export type DenyKind =
   /** The policy never classified the tool. */
   | 'unclassified'

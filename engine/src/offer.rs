@@ -81,6 +81,7 @@ pub struct WithheldTool {
 /// Why a tool is not offered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum WithheldReason {
     /// The policy never classified the tool, so every call to it is denied.
     Unclassified,

@@ -36,10 +36,12 @@ pub struct Response {
 /// so a state read from one batch's response is the next batch's fact as it is.
 pub type LatchState = crate::wire::request::Latched;
 
-/// Why a call was denied.
+/// Why a call was denied. Non-exhaustive: a later version may add a kind, and a kind an
+/// executor does not know is a denial like any other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum DenyKind {
     /// The policy never classified the tool.
     Unclassified,
@@ -170,6 +172,7 @@ pub struct Provenance {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ProvenanceWhy {
     /// It occurs in an untrusted output, and not in the prompt or trusted output.
     Untrusted,

@@ -120,7 +120,8 @@ DenyKind = Literal[
     # asks treats this like any denial, so asking fails closed.
     "ask",
 ]
-"""Why a call was denied."""
+"""Why a call was denied. Non-exhaustive: a later version may add a kind, and a kind an
+executor does not know is a denial like any other."""
 
 
 Facts = TypedDict(
