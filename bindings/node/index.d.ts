@@ -1,99 +1,11 @@
 // Type declarations for `toolgate`, the policy engine in-process.
+//
+// The wire types (a decision request, its facts and calls, a response and its decisions) are
+// generated from the engine's Rust types into `wire.d.ts` and re-exported here, so they cannot
+// drift from what the engine reads and writes. Everything below is the package's own API.
 
-/** Arguments or facts: JSON data. */
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-
-/** One tool call the model asked for. */
-export interface Call {
-  /** The executor's id for the call, echoed in its decision. */
-  id: string;
-  tool: string;
-  args: { [key: string]: Json };
-}
-
-/** A decision request: the same shape as the body of `POST /v1/decide`. */
-export interface DecideRequest {
-  facts?: Facts;
-  calls: Call[];
-  /** The policy module the request is meant for; refused when it is another. */
-  policy?: string;
-  session?: string;
-  turn?: string;
-}
-
-/** The session facts the executor supplies; see docs/integration.md. */
-export interface Facts {
-  stage?: string;
-  stage_turns?: number;
-  /** The latch state a previous batch of this user turn answered. */
-  latched?: LatchState;
-  /**
-   * The conversation, oldest first; `text` is never read. Like every object of a request but
-   * `facts` itself, a message and a `called` entry are closed: another key is a `RequestError`.
-   */
-  messages?: { from: string; media?: string[]; text?: Json }[];
-  fields?: { [name: string]: Json };
-  called?: { tool: string; ok: boolean; turns_ago?: number }[];
-  /** Approval digests a person granted: each allows exactly the call whose ask carried it. */
-  approvals?: string[];
-  /** The user's message of this turn, for `from prompt` (docs/language.md, "Provenance"). */
-  prompt?: string;
-  /** The outputs of this turn's earlier calls, for `from ingest` and `blocks tainted`. */
-  outputs?: { id: string; tool: string; output: Json }[];
-  [custom: string]: Json | undefined;
-}
-
-/** One flag for policies with at most one latch, else one flag per latch name. */
-export type LatchState = boolean | { [latch: string]: boolean };
-
-/**
- * Why a call was denied. `state`: a server that keeps turn state could not read or write it
- * (`toolgate serve --state`); the engine never gives it itself. `ask`: not a refusal; the
- * call waits for a person's approval (`approval` is the digest to put in `facts.approvals`).
- */
-export type DenyKind =
-  | 'unclassified' | 'stage' | 'latch' | 'host' | 'args' | 'precondition' | 'rule' | 'state'
-  | 'budget' | 'provenance' | 'ask';
-
-/** On a `provenance` denial: the argument whose value came from untrusted output, and where. */
-export interface Provenance {
-  /** The argument path: `args.recipient`, `args.to[1]`. */
-  arg: string;
-  why: 'untrusted' | 'over_cap' | 'no_outputs';
-  /** The id and tool of the call whose output held it first. */
-  call?: string;
-  tool?: string;
-  /** Where: `facts.outputs[0].output.content`. */
-  output?: string;
-}
-
-/** The decision for one call. A denial is a result, never an exception. */
-export interface Decision {
-  id: string;
-  tool: string;
-  allow: boolean;
-  kind?: DenyKind;
-  rule?: string;
-  /** The refusal the model reads. */
-  reason?: string;
-  fail_open?: boolean;
-  detokenise?: string[];
-  opaque_tokens?: string[];
-  sanitise_output?: boolean;
-  /** On an ask: the digest an approval must carry. On an allow: the approval it used. */
-  approval?: string;
-  /** On a `provenance` denial: which argument value came from untrusted output. */
-  provenance?: Provenance;
-}
-
-/** The answer to a batch: the same shape as the decision server's JSON response. */
-export interface Response {
-  policy: string;
-  revision: string;
-  /** Pass it back as `facts.latched` on the next batch of the same user turn. */
-  latched: LatchState;
-  decisions: Decision[];
-}
+import type { Call, DecideRequest, Decision, Facts, Json, LatchState, Response } from './wire';
+export * from './wire';
 
 /** A tool definition as the executor sends it to the model. */
 export interface ToolDef {

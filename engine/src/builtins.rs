@@ -9,7 +9,7 @@
 //! for adding one.
 
 use crate::truth::{Truth, ABSENT};
-use crate::view::FactsRef;
+use crate::wire::view::FactsRef;
 use toolgate_lang::ast::{Call, CallValue};
 
 /// The largest window a precondition may scan; larger ones are clamped with a warning.

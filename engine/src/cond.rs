@@ -8,7 +8,7 @@
 use crate::hosts::HostList;
 use crate::ids::HostListId;
 use crate::strict_url::Ambiguity;
-use crate::view::FactsRef;
+use crate::wire::view::FactsRef;
 use regex::Regex;
 use serde_json::Value;
 use std::cell::Cell;

@@ -14,17 +14,17 @@
 
 use crate::cond::Env;
 use crate::error::RequestError;
-use crate::fast_json;
 use crate::ids::{RuleId, StageId, ToolId};
 use crate::policy::{Policy, RuleInfo, StageInfo};
 use crate::provenance::Lazy;
-use crate::request::Latched;
-use crate::request::Request;
-use crate::response::{Decision, DenyKind, LatchState, Response};
 use crate::strict_url::Ambiguity;
 use crate::truth::{Truth, ABSENT, AMBIGUOUS};
 use crate::vault;
-use crate::view::{CallLike, FactsRef, LatchedRef, RequestView};
+use crate::wire::fast_json;
+use crate::wire::request::Latched;
+use crate::wire::request::Request;
+use crate::wire::response::{Decision, DenyKind, LatchState, Response};
+use crate::wire::view::{CallLike, FactsRef, LatchedRef, RequestView};
 use crate::CallLabel;
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -44,7 +44,9 @@ fn rendered(source: &SourceFile, diagnostics: &[Diagnostic]) -> String {
 }
 
 /// A request that cannot be judged: bad JSON, or JSON that does not fit the schema.
+/// Non-exhaustive: a later version may add a kind; any kind means the request is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RequestError {
     /// The text is not JSON.
     #[error("request is not valid JSON at line {line}, column {column}: {message}")]

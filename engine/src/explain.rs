@@ -13,9 +13,9 @@ use crate::cond::{
 use crate::decide::{Check, StageGate, Trace};
 use crate::ids::RuleId;
 use crate::policy::Policy;
-use crate::request::{Call, Request};
-use crate::response::Decision;
-use crate::view::FactsRef;
+use crate::wire::request::{Call, Request};
+use crate::wire::response::Decision;
+use crate::wire::view::FactsRef;
 use serde::Serialize;
 use serde_json::Value;
 use toolgate_lang::ast::TypeName;

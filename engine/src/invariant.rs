@@ -15,7 +15,7 @@
 use crate::cond::Cond;
 use crate::hosts::HostList;
 use crate::ids::ToolId;
-use crate::response::Decision;
+use crate::wire::response::Decision;
 use std::sync::Arc;
 use toolgate_lang::ast::ToolClass;
 use toolgate_lang::{Diagnostic, SourceFile, Span};

@@ -6,9 +6,9 @@ use crate::cond::Env;
 use crate::hosts::HostList;
 use crate::invariant::{Applies, InvCond, Invariant, Invariants, Subject, Violation};
 use crate::policy::Policy;
-use crate::request::{Latched, Request};
-use crate::response::{Decision, Response};
 use crate::truth::Truth;
+use crate::wire::request::{Latched, Request};
+use crate::wire::response::{Decision, Response};
 
 impl Invariants {
     /// Judges `request` with `policy` and returns the response and every violation.
@@ -174,7 +174,7 @@ impl Ctx<'_> {
                 let Some(call) = self.request.calls.get(self.call) else {
                     return Truth::Unknown(0);
                 };
-                let facts = crate::view::FactsRef::Owned(&self.request.facts);
+                let facts = crate::wire::view::FactsRef::Owned(&self.request.facts);
                 let index = crate::provenance::Lazy::new(facts, self.policy);
                 let env = Env::judging(&call.args, facts, self.hosts, Some(&index));
                 cond.eval(&env)

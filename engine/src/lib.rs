@@ -34,7 +34,6 @@ mod decide;
 pub mod entail;
 mod error;
 mod explain;
-mod fast_json;
 mod filled;
 mod hosts;
 mod hot_swap;
@@ -46,24 +45,18 @@ mod limits;
 mod lint;
 mod name_table;
 mod offer;
-mod outputs;
 mod pipeline;
 mod policy;
-mod principal;
 mod provenance;
 mod provenance_words;
 mod refusal;
-mod request;
 mod request_check;
-mod response;
-pub mod schema;
-mod strict_json;
 mod strict_url;
 mod text;
 mod tool_set;
 mod truth;
 mod vault;
-mod view;
+mod wire;
 mod words;
 
 // Compiling: a policy from text, its errors and warnings, the standard library and imports.
@@ -79,12 +72,17 @@ pub use approval::{well_formed as is_approval_digest, PREFIX as APPROVAL_PREFIX}
 pub use budget::{Budget, BudgetScope};
 pub use decide::{ReadRequest, Verdict};
 pub use error::RequestError;
-pub use principal::principal_value;
-pub use request::{Call, CalledTool, Facts, Latched, Message, Request};
-pub use response::{Decision, DenyKind, LatchState, Provenance, ProvenanceWhy, Response};
-pub use strict_json::parse as parse_json;
 pub use text::type_name as json_type_name;
 pub use vault::TOKEN_PREFIX;
+/// The JSON Schema of a request and a response (feature `json-schema`).
+#[cfg(feature = "json-schema")]
+pub use wire::json_schema;
+pub use wire::principal::principal_value;
+pub use wire::request::{Call, CalledTool, Facts, Latched, Message, Request};
+pub use wire::response::{Decision, DenyKind, LatchState, Provenance, ProvenanceWhy, Response};
+/// Every key of the wire format, named once (see the module's docs).
+pub use wire::schema;
+pub use wire::strict_json::parse as parse_json;
 
 // Judging beside `decide`: explanations, the offered tool list, built-in windows, latches.
 pub use builtins::{clamp_window, DEFAULT_WINDOW, MAX_WINDOW};

@@ -13,9 +13,9 @@
 use crate::decide::{blocking_latch, ActiveStage, StageGate};
 use crate::error::RequestError;
 use crate::policy::Policy;
-use crate::request::{opt_string, read_json, schema, top_object, type_name, Facts};
-use crate::schema as key;
-use crate::view::LatchedRef;
+use crate::wire::request::{opt_string, read_json, schema, top_object, type_name, Facts};
+use crate::wire::schema as key;
+use crate::wire::view::LatchedRef;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
@@ -81,6 +81,7 @@ pub struct WithheldTool {
 /// Why a tool is not offered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum WithheldReason {
     /// The policy never classified the tool, so every call to it is denied.
     Unclassified,

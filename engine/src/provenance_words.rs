@@ -3,7 +3,7 @@
 
 use crate::cond::{arg_at, segs_text, Cond, Root};
 use crate::provenance::{first_hit, Lazy, Taint};
-use crate::response::{Provenance, ProvenanceWhy};
+use crate::wire::response::{Provenance, ProvenanceWhy};
 use serde_json::Value;
 
 /// The first `from ingest` / `mentions ingest` test of `cond` that holds on `args`.

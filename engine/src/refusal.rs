@@ -22,8 +22,8 @@ impl<'a> HostLookup<'a> {
             .and_then(|id| self.lists.get(id.index()))
     }
 }
-use crate::response::DenyKind;
 use crate::strict_url::Ambiguity;
+use crate::wire::response::DenyKind;
 use toolgate_lang::ast::{CmpOp, Expr, ExprKind, Literal, Predicate, Source};
 
 const NOT_HAPPENED: &str = "This did NOT happen. Do not tell the user it did.";

@@ -5,8 +5,8 @@
 
 use crate::error::RequestError;
 use crate::policy::Policy;
-use crate::request::{repeated_id, repeated_id_error, schema, Facts, Request};
-use crate::view::LatchedRef;
+use crate::wire::request::{repeated_id, repeated_id_error, schema, Facts, Request};
+use crate::wire::view::LatchedRef;
 use toolgate_lang::did_you_mean;
 
 impl Policy {
@@ -29,12 +29,12 @@ impl Policy {
     /// `Latched`, `mesages`): that is a standard fact misspelt, which would be read as absent.
     pub fn check_facts(&self, facts: &Facts) -> Result<(), RequestError> {
         self.check_latch_names(LatchedRef::from(&facts.latched))?;
-        self.check_spent_names(crate::view::FactsRef::Owned(facts))?;
+        self.check_spent_names(crate::wire::view::FactsRef::Owned(facts))?;
         for key in facts.other.keys() {
             if self.custom_facts.iter().any(|k| **k == **key) {
                 continue;
             }
-            if let Some(meant) = crate::schema::near_standard_fact(key) {
+            if let Some(meant) = crate::wire::schema::near_standard_fact(key) {
                 return Err(misspelt_fact(key, meant));
             }
         }
@@ -77,7 +77,7 @@ impl Policy {
     /// without one (and so denying), or look like state the policy never asked for.
     pub(crate) fn check_spent_names(
         &self,
-        facts: crate::view::FactsRef<'_>,
+        facts: crate::wire::view::FactsRef<'_>,
     ) -> Result<(), RequestError> {
         let counts = |name: &str| {
             self.budgets

@@ -7,6 +7,7 @@
 
 pub mod gen;
 pub mod reference;
+pub mod wire_gen;
 
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};

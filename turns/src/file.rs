@@ -41,6 +41,7 @@ pub struct Locked {
 
 /// Why the state directory could not be used. The hook then fails closed: the call is denied.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StateError {
     /// The directory, lock or state file could not be created, locked, read or written.
     #[error("hook state `{path}`: {source}")]

@@ -30,6 +30,7 @@ pub struct TurnsMapLimits {
 
 /// Why a session's state could not be reached; the surface denies the call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MapError {
     /// The key is longer than the store takes.
     #[error("the session id is {len} bytes long, more than the {max} this store takes")]

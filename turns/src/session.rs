@@ -133,6 +133,7 @@ pub struct Called {
 
 /// Where a call was placed, for the judge and for logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Placement {
     /// The current turn.
     Current,
@@ -160,6 +161,7 @@ pub struct Placed {
 
 /// Why a call cannot be judged; the surface denies it with this text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TurnError {
     /// A set latch of this turn is not declared by the judging policy.
     #[error("the policy changed under a latched turn: latch `{latch}` is set in this turn but the policy judging it (`{module}` revision {revision}) does not declare it, so no call of this turn can be judged until the user's next message")]

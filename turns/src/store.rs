@@ -68,6 +68,7 @@ pub struct SessionLimits {
 /// Where a batch's carried latch state came from (the response's `"session"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Origin {
     /// The server held nothing for this turn: it starts unlatched.
     New,
@@ -149,6 +150,7 @@ impl Carried {
 
 /// Why a batch's session could not be started or continued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SessionError {
     /// The store holds its most sessions or bytes, all of them latched.
     #[error("the session store is full ({held}); no new session or turn can start until held state expires")]

@@ -198,7 +198,9 @@ fn request_error(e: RequestError) -> Error<String> {
         RequestError::DuplicateKey { path, .. } | RequestError::Schema { path, .. } => {
             path.as_str()
         }
-        RequestError::Json { .. } | RequestError::WrongPolicy { .. } => "",
+        // `Json`, `WrongPolicy`, and a kind newer than this match: still a RequestError (the
+        // request is refused), with no field.
+        _ => "",
     };
     Error::new(format!("{REQUEST_ERROR}{field}"), e.to_string())
 }

@@ -261,6 +261,9 @@ fn turn_error(e: &TurnError) -> Error<String> {
         TurnError::PolicyChanged { .. } => "policy_changed",
         TurnError::TooManyTurns => "too_many_turns",
         TurnError::TooManyIds => "too_many_ids",
+        // A kind newer than this match: still a TurnError (every call of the turn is
+        // denied), with `kind` null.
+        _ => "",
     };
     Error::new(format!("{TURN_ERROR}{kind}"), e.to_string())
 }

@@ -121,6 +121,9 @@ pub fn request_error(py: Python<'_>, e: &toolgate_engine::RequestError) -> PyErr
         E::DuplicateKey { path, line, column } => (Some(path.as_str()), Some(*line), Some(*column)),
         E::Schema { path, .. } => (Some(path.as_str()), None, None),
         E::WrongPolicy { .. } => (Some(toolgate_engine::schema::POLICY), None, None),
+        // A kind of error newer than this match: still raised, still refusing the request,
+        // with its message and no field.
+        _ => (None, None, None),
     };
     let err = RequestError::new_err(e.to_string());
     let value = err.value(py);

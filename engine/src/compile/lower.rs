@@ -251,7 +251,7 @@ impl Compiler {
         }
         if !scalar && &*first != schema::CLAIMS {
             let mut d = Diagnostic::error(path.span, format!("a principal has no part `{first}`"));
-            d = match crate::principal::meant(&first) {
+            d = match crate::wire::principal::meant(&first) {
                 Some(meant) => d.with_help(format!("did you mean `principal.{meant}`?")),
                 None => d.with_help(format!(
                     "write {parts}; other claims of a token are under `principal.claims`"

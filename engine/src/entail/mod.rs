@@ -301,13 +301,13 @@ fn literals_pass(p: &Requirement<'_>, q: &Requirement<'_>) -> bool {
         Test::Cmp(CmpOp::Eq, lit) if !matches!(lit, Lit::Null) => vec![lit],
         _ => return false,
     };
-    let facts = crate::request::Facts::default();
+    let facts = crate::wire::request::Facts::default();
     literals.into_iter().all(|lit| {
         let Some(value) = literal_value(lit) else {
             return false;
         };
         let args = place(&path.segs, value);
-        let env = crate::cond::Env::new(&args, crate::view::FactsRef::Owned(&facts), q.hosts);
+        let env = crate::cond::Env::new(&args, crate::wire::view::FactsRef::Owned(&facts), q.hosts);
         crate::cond::eval_test(q_path, q_test, &env) == crate::cond::Truth::True
     })
 }
@@ -690,7 +690,7 @@ impl Proof {
                 true
             }
             Root::Principal => {
-                steps.push(SeedStep::Key(crate::schema::PRINCIPAL.to_string()));
+                steps.push(SeedStep::Key(crate::wire::schema::PRINCIPAL.to_string()));
                 true
             }
             _ => return,

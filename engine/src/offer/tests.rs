@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use super::*;
-use crate::request::{Call, Latched, Message, Request};
-use crate::response::DenyKind;
+use crate::wire::request::{Call, Latched, Message, Request};
+use crate::wire::response::DenyKind;
 use serde_json::json;
 
 const MOTOR: &str = include_str!("../../../stdlib-rules/examples/motor_claims.gate");

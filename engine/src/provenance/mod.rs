@@ -331,14 +331,14 @@ pub(crate) fn locate(
 /// a request judged by a policy without provenance tests pays only for the struct.
 pub(crate) struct Lazy<'a> {
     cell: std::cell::OnceCell<Index>,
-    facts: crate::view::FactsRef<'a>,
+    facts: crate::wire::view::FactsRef<'a>,
     label: Label<'a>,
 }
 
 impl<'a> Lazy<'a> {
     /// The index of `facts.outputs` and `facts.prompt`, labelled by `label`, not built yet.
     #[inline(always)]
-    pub(crate) fn new(facts: crate::view::FactsRef<'a>, label: Label<'a>) -> Self {
+    pub(crate) fn new(facts: crate::wire::view::FactsRef<'a>, label: Label<'a>) -> Self {
         Lazy {
             cell: std::cell::OnceCell::new(),
             facts,

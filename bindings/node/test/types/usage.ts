@@ -2,7 +2,7 @@
 // them and against the real `ai` and MCP SDK types: `tsc -p test/types` must pass.
 // `tsc -p test/types/tsconfig.dts.json` checks the declaration files themselves, which
 // skipLibCheck (needed for the SDKs' own declarations) leaves unchecked here.
-import { compile, load, CompileError, RequestError, Turn, TurnState, TurnError, type Decision, type LatchState, type Response } from 'toolgate';
+import { compile, load, CompileError, RequestError, Turn, TurnState, TurnError, type Call, type DecideRequest, type Decision, type Facts, type LatchState, type Response } from 'toolgate';
 import { Turn as AdapterTurn } from 'toolgate/adapters/turn';
 import { guardTools, toolgateMiddleware, ToolDenied, answerApprovals, askOf } from 'toolgate/adapters/ai-sdk';
 import { guardClient } from 'toolgate/adapters/mcp';
@@ -23,6 +23,24 @@ const offered: string[] = policy.offer({ tools: [{ name: 't' }] }).tools.map((t)
 const steps = policy.explain({ calls: [] })[0].steps.map((s) => s.check);
 const meta: [string, string, number] = [policy.name, policy.revision, policy.warnings.length];
 const asking: [number, boolean] = [policy.approvalWindowMs, policy.mayAsk];
+
+// The wire types come from wire.d.ts, generated from the engine's Rust types: every standard
+// fact, the response's budget counts, and closed objects where the engine's reader is closed.
+const fullFacts: DecideRequest = {
+  facts: {
+    stage: 's', stage_turns: 1, latched: { egress: true }, messages: [{ from: 'client', media: ['image'], text: 'hi' }],
+    fields: { name: 'Ann' }, called: [{ tool: 't', ok: true, turns_ago: 0 }], approvals: [], prompt: 'p',
+    principal: { sub: 'u1', tenant: 'acme', claims: { role: 'admin' } }, spent: { daily: 2 },
+    outputs: [{ id: 'a', tool: 't', output: { body: 'x' } }], my_custom_fact: 3,
+  },
+  calls: [{ id: 'a', tool: 't' }],
+};
+const spentNow: number | undefined = fromText.spent?.daily;
+const shadowed: string[] | undefined = first.shadow_denials;
+// @ts-expect-error a call is closed: OpenAI's `arguments` is refused, as the engine refuses it
+const openAiCall: Call = { id: 'a', tool: 't', arguments: {} };
+// @ts-expect-error a principal has `sub`, `tenant` and `claims` only
+const badPrincipal: Facts = { principal: { subject: 'u1' } };
 
 try {
   compile('');

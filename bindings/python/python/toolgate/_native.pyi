@@ -1,10 +1,15 @@
-"""Type stubs of the native extension ``toolgate._native`` (re-exported by ``toolgate``)."""
+"""Type stubs of the native extension ``toolgate._native`` (re-exported by ``toolgate``).
+
+The wire types (a request, a response, a decision) are generated from the engine's Rust
+types into ``_wire.pyi``; everything here is the package's own API."""
 
 import os
 from typing import Any, Dict, List, Literal, Mapping, Optional, Union
 
-Request = Union[Dict[str, Any], str, bytes]
-"""A request: a dict, or JSON text as str or bytes."""
+from ._wire import DecideRequest, Decision, LatchState, Response
+
+Request = Union[DecideRequest, Dict[str, Any], str, bytes]
+"""A request: a dict (``DecideRequest`` types its standard keys), or JSON text as str or bytes."""
 
 class Diagnostic:
     """One diagnostic of a policy: an error or a warning, where it is, and what to do."""
@@ -53,7 +58,7 @@ class Policy:
     @property
     def warnings(self) -> List[Diagnostic]:
         """The warnings the policy compiled with."""
-    def decide(self, request: Request) -> Dict[str, Any]:
+    def decide(self, request: Request) -> Response:
         """Judges a batch of calls; returns the JSON response's shape. A denial is a result.
         An ask is a denial with ``kind == "ask"`` and its ``approval`` digest (``"ap1:"`` and
         64 hex digits); that digest in ``facts.approvals`` allows exactly that call, and the
@@ -87,14 +92,14 @@ class TurnState:
     def signal(self, policy: Source, id: Optional[str] = None) -> None:
         """A new user message (turn ``id``, if it has one); a known id changes nothing.
         Raises ``TurnError`` when the session holds the most latched turns it may."""
-    def judge(self, policy: Source, request: Request, turn: Optional[str] = None, batch: Optional[str] = None) -> Dict[str, Any]:
+    def judge(self, policy: Source, request: Request, turn: Optional[str] = None, batch: Optional[str] = None) -> Response:
         """Judges the batch as a call of ``turn`` (default: the request's ``turn``, else the
         current turn) with the turn's latches and the session's recorded calls merged into
         the executor's facts, and records the latches it set; ``decide``'s response.
         ``batch`` keeps the verdicts for ``decision``. Raises ``RequestError`` or ``TurnError``."""
     def decision(
         self, policy: Source, call_id: str, tool: str, args: Union[Mapping[str, Any], str, bytes], turn: Optional[str] = None, batch: Optional[str] = None
-    ) -> Optional[Dict[str, Any]]:
+    ) -> Optional[Decision]:
         """The kept decision of this very call in batch ``batch`` (default: the batch judged
         last) of ``turn``, given once; ``None`` if it was not judged so, was given already,
         or a latch changed since."""
@@ -107,12 +112,12 @@ class TurnState:
         """Keeps the user's message of the current turn, sent as ``facts.prompt``."""
     def record_call(self, tool: str, ok: bool = True, turn: Optional[str] = None) -> None:
         """Records that ``tool`` ran in ``turn`` (undated if the turn is unknown)."""
-    def latches(self, policy: Source, turn: Optional[str] = None) -> Union[bool, Dict[str, bool]]:
+    def latches(self, policy: Source, turn: Optional[str] = None) -> LatchState:
         """The latches a call of ``turn`` would be judged with now, in a response's shape."""
     def recorded(self, policy: Source, turn: Optional[str] = None) -> List[Dict[str, Any]]:
         """The calls recorded in ``turn``, as ``{"tool", "ok"}``."""
     @property
-    def latched(self) -> Union[bool, Dict[str, bool]]:
+    def latched(self) -> LatchState:
         """The current turn's latches as stored."""
     @property
     def turns(self) -> int:

@@ -34,7 +34,7 @@ an ask is a denial with its reason.
 """
 
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union, cast
 
 from .._native import Policy, PolicyStore
 from .turn import rejected, unjudged
@@ -109,7 +109,7 @@ def _build() -> type:
             policy = self.policy.current() if isinstance(self.policy, PolicyStore) else self.policy
             try:
                 response = policy.decide({"facts": facts, "calls": calls})
-                decisions = response["decisions"]
+                decisions = cast(List[Dict[str, Any]], response["decisions"])
                 asking = [d for d in decisions if d.get("kind") == "ask"]
                 if self.asks and asking:
                     decisions = self._ask(policy, facts, calls, asking)
@@ -141,7 +141,7 @@ def _build() -> type:
                     approved.append(d["approval"])
                 else:
                     declined[d["id"]] = a.get("message") if isinstance(a, Mapping) else None
-            decisions = policy.decide({"facts": dict(facts, approvals=approved), "calls": calls})["decisions"]
+            decisions = cast(List[Dict[str, Any]], policy.decide({"facts": dict(facts, approvals=approved), "calls": calls})["decisions"])
             return [rejected(d, declined[d["id"]]) if d["id"] in declined and d.get("kind") == "ask" else d for d in decisions]
 
         async def aafter_model(self, state: Any, runtime: Any) -> Optional[Dict[str, Any]]:

@@ -75,7 +75,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from .._native import Policy, PolicyStore, TurnError, TurnState
 
@@ -375,7 +375,8 @@ class Turn:
         if call_id is None:
             return None
         try:
-            kept = self._state.decision(_policy(self._source), str(call_id), tool, args, self._id, batch_id)
+            # A decision as the dict the adapters pass around (the stubs type it as a Decision).
+            kept = cast(Optional[Dict[str, Any]], self._state.decision(_policy(self._source), str(call_id), tool, args, self._id, batch_id))
         except Exception:  # noqa: BLE001 - no kept verdict: the call is judged alone
             return None
         if kept is not None and kept.get("kind") == "ask":
@@ -396,7 +397,7 @@ class Turn:
                 response = self._state.judge(_policy(self._source), build(facts), self._id, batch)
             except Exception as e:  # noqa: BLE001 - any failure denies, with its reason
                 return [unjudged(call_id, tool, str(e)) for call_id, tool in who]
-            return self._settle(response["decisions"], consume)
+            return self._settle(cast(List[Dict[str, Any]], response["decisions"]), consume)
 
     def judge_one(self, tool: str, args: Any, call_id: Optional[str] = None) -> Dict[str, Any]:
         """Judges one call as a batch of one, after the calls judged before it this turn."""

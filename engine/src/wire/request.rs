@@ -3,12 +3,12 @@
 //! Requests can be built in Rust directly or read from JSON with [`Request::from_json`].
 //! Standard facts of the wrong JSON type make the request malformed: the error names the
 //! field, because a silent default here would quietly change a security decision. For the
-//! same reason every object of the schema is closed (see [`crate::schema`]): a key it does not
+//! same reason every object of the schema is closed (see [`crate::wire::schema`]): a key it does not
 //! name is an error with a did-you-mean, never ignored, so a call sent with `arguments`
 //! instead of `args` is refused rather than judged with no arguments.
 
 use crate::error::RequestError;
-use crate::schema as key;
+use crate::wire::schema as key;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,8 +16,14 @@ use toolgate_lang::did_you_mean;
 
 /// One batch of tool calls and the facts they are judged against.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(
+    feature = "json-schema",
+    derive(schemars::JsonSchema),
+    schemars(deny_unknown_fields)
+)]
 pub struct Request {
     /// What the executor knows about the conversation.
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<Facts>"))]
     pub facts: Facts,
     /// The calls the model asked for, in the model's order.
     pub calls: Vec<Call>,
@@ -31,14 +37,16 @@ pub struct Request {
 
 /// The facts the executor supplies. Every field is optional.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Facts {
     /// The active stage of the conversation.
     pub stage: Option<String>,
     /// How many turns the active stage has used; absent counts as 0.
     pub stage_turns: Option<u64>,
     /// Latch state carried from earlier batches of the same user turn.
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<Latched>"))]
     pub latched: Latched,
-    /// The conversation, oldest first. `None` when the executor could not read it.
+    /// The conversation, oldest first; absent when the executor could not read it.
     pub messages: Option<Vec<Message>>,
     /// Filled-in fields (a CRM lead, a claim form).
     pub fields: Option<Map<String, Value>>,
@@ -46,14 +54,26 @@ pub struct Facts {
     pub called: Option<Vec<CalledTool>>,
     /// Approvals a person granted: the `approval` digests of asks (see `docs/language.md`,
     /// "Asking a person"). Each turns exactly the call it was asked for into an allow.
+    #[cfg_attr(
+        feature = "json-schema",
+        schemars(with = "Option<Vec<crate::wire::json_schema::ApprovalDigest>>")
+    )]
     pub approvals: Option<Vec<String>>,
     /// Who the agent acts for: an object with `sub`, `tenant` and `claims`, each optional
     /// (`crate::principal_value` builds one). Rules read it as `principal.sub`,
     /// `principal.tenant`, `principal.claims.NAME`.
+    #[cfg_attr(
+        feature = "json-schema",
+        schemars(with = "Option<crate::wire::json_schema::Principal>")
+    )]
     pub principal: Option<Value>,
     /// Per budget that counts across batches (`per turn`, `session`, `principal`,
     /// `tenant`): what its scope has consumed so far in its window. Whoever keeps the counts
     /// supplies it; a budget whose count is missing denies, since its state is unknown.
+    #[cfg_attr(
+        feature = "json-schema",
+        schemars(with = "Option<BTreeMap<String, crate::wire::json_schema::Count>>")
+    )]
     pub spent: Option<BTreeMap<String, f64>>,
     /// The user's message of this turn (`facts.prompt`): a value in it is the user's own, for
     /// `from prompt` and to vouch for a value also seen in untrusted output.
@@ -61,14 +81,20 @@ pub struct Facts {
     /// The outputs of this turn's earlier calls (`facts.outputs`): a list of `{id, tool,
     /// output}` objects, checked to have that shape, which `from ingest`, `mentions ingest`
     /// and `blocks tainted` read. Absent, such a test is unknown and denies.
+    #[cfg_attr(
+        feature = "json-schema",
+        schemars(with = "Option<Vec<crate::wire::json_schema::Output>>")
+    )]
     pub outputs: Option<Value>,
     /// Any other facts, reachable from rules as `facts.<key>`.
+    #[cfg_attr(feature = "json-schema", schemars(flatten))]
     pub other: Map<String, Value>,
 }
 
 /// Latch state, owned: the `latched` fact of a request and the `latched` of a response
 /// ([`crate::LatchState`] is this type). One flag, or one flag per named latch.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum Latched {
     /// One flag for every latch (the single-latch form). `true` sets every latch.
@@ -112,10 +138,16 @@ impl Default for Latched {
 
 /// One message of the conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "json-schema",
+    derive(schemars::JsonSchema),
+    schemars(deny_unknown_fields, transform = crate::wire::json_schema::message_text)
+)]
 pub struct Message {
     /// Who wrote it: `client` for the customer, anything else for others.
     pub from: String,
     /// Kinds of media attached (`image`, `document`, ...); case-sensitive.
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<Vec<String>>"))]
     pub media: Vec<String>,
 }
 
@@ -131,10 +163,16 @@ impl Message {
 
 /// An earlier call and its outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "json-schema",
+    derive(schemars::JsonSchema),
+    schemars(deny_unknown_fields)
+)]
 pub struct CalledTool {
     /// The tool called.
     pub tool: String,
-    /// Whether it succeeded.
+    /// Whether it succeeded; absent counts as false.
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<bool>"))]
     pub ok: bool,
     /// How many user turns ago it ran (0: the current turn), when the executor knows.
     /// `called_within` needs it; a call without it never counts as recent.
@@ -143,12 +181,18 @@ pub struct CalledTool {
 
 /// One tool call the model asked for.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "json-schema",
+    derive(schemars::JsonSchema),
+    schemars(deny_unknown_fields)
+)]
 pub struct Call {
     /// The executor's id for the call, echoed in the decision.
     pub id: String,
     /// The tool name.
     pub tool: String,
-    /// The arguments, a JSON object.
+    /// The arguments, a JSON object; absent is `{}`. Never JSON text: decode it first.
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<Map<String, Value>>"))]
     pub args: Value,
 }
 
@@ -366,7 +410,7 @@ impl Facts {
         let principal = match map.remove(key::PRINCIPAL) {
             None | Some(Value::Null) => None,
             Some(v) => {
-                if let Err(e) = crate::principal::check(&v) {
+                if let Err(e) = crate::wire::principal::check(&v) {
                     return Err(schema(
                         &format!("{}{}", fact_path(key::PRINCIPAL), e.at),
                         e.message,
@@ -408,7 +452,7 @@ impl Facts {
         let outputs = match map.remove(key::OUTPUTS) {
             None | Some(Value::Null) => None,
             Some(v) => {
-                if let Err(e) = crate::outputs::check_outputs(&v) {
+                if let Err(e) = crate::wire::outputs::check_outputs(&v) {
                     return Err(schema(
                         &format!("{}{}", fact_path(key::OUTPUTS), e.at),
                         e.message,
@@ -652,9 +696,9 @@ fn fact_path(name: &str) -> String {
 }
 
 /// Parses JSON text, keeping serde_json's line and column on failure and refusing a key
-/// given twice (see [`crate::strict_json`]).
+/// given twice (see [`crate::wire::strict_json`]).
 pub(crate) fn read_json(text: &str) -> Result<Value, RequestError> {
-    crate::strict_json::parse(text)
+    crate::wire::strict_json::parse(text)
 }
 
 /// The top-level object of a request body, refusing keys outside `allowed`; `shape` (built
@@ -753,7 +797,7 @@ fn describe(v: &Value) -> String {
 
 impl<'de> serde::Deserialize<'de> for Request {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let value = crate::strict_json::deserialize(d)?;
+        let value = crate::wire::strict_json::deserialize(d)?;
         Request::from_value(value).map_err(serde::de::Error::custom)
     }
 }

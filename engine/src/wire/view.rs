@@ -5,8 +5,8 @@
 //! (`fast_json`). Each view is a two-armed enum: a branch per access, no allocation, no
 //! dynamic dispatch.
 
-use crate::request::{Call, CalledTool, Facts, Latched, Message, Request};
 use crate::truth::{Truth, INVALID};
+use crate::wire::request::{Call, CalledTool, Facts, Latched, Message, Request};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::collections::BTreeMap;

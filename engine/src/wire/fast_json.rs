@@ -4,7 +4,7 @@
 //! stay slices of the input, message texts are checked for syntax and skipped, and custom
 //! facts no rule reads are skipped the same way. Everything a policy can read is checked
 //! exactly as [`crate::Request::from_json`] checks it, and every object of the schema is
-//! closed as it is there: a key outside [`crate::schema`]'s lists for that object refuses the
+//! closed as it is there: a key outside [`crate::wire::schema`]'s lists for that object refuses the
 //! request (matched against the constants, so refusing allocates nothing). Only `facts`
 //! stays open, for custom facts.
 //!
@@ -12,10 +12,10 @@
 //! reader, whose messages carry the line, column or field path. So this module only has to
 //! accept exactly the valid requests, never to describe the invalid ones.
 
-use crate::request::repeated_id;
-use crate::schema as key;
-use crate::strict_json::ValueSeed;
-use crate::view::{
+use crate::wire::request::repeated_id;
+use crate::wire::schema as key;
+use crate::wire::strict_json::ValueSeed;
+use crate::wire::view::{
     from_client, CallView, CalledView, FactsView, LatchedView, MessageTable, RequestView,
 };
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -220,7 +220,7 @@ impl<'de> Visitor<'de> for FactsSeed<'_> {
                     facts.principal = match map.next_value_seed(ValueSeed::unexplained())? {
                         Value::Null => None,
                         // A malformed principal: the strict reader says where.
-                        v if crate::principal::check(&v).is_err() => return Err(invalid()),
+                        v if crate::wire::principal::check(&v).is_err() => return Err(invalid()),
                         v => Some(v),
                     }
                 }
@@ -229,7 +229,9 @@ impl<'de> Visitor<'de> for FactsSeed<'_> {
                     facts.outputs = match map.next_value_seed(ValueSeed::unexplained())? {
                         Value::Null => None,
                         // A malformed list: the strict reader says where.
-                        v if crate::outputs::check_outputs(&v).is_err() => return Err(invalid()),
+                        v if crate::wire::outputs::check_outputs(&v).is_err() => {
+                            return Err(invalid())
+                        }
                         v => Some(v),
                     }
                 }
@@ -239,7 +241,9 @@ impl<'de> Visitor<'de> for FactsSeed<'_> {
                 }
                 // A skipped key named like a standard fact is a misspelling: the strict
                 // reader's check says so with its path (`Policy::check_facts`).
-                name if crate::schema::near_standard_fact(name).is_some() => return Err(invalid()),
+                name if crate::wire::schema::near_standard_fact(name).is_some() => {
+                    return Err(invalid())
+                }
                 _ => {
                     map.next_value::<Skip>()?;
                 }

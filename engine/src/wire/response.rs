@@ -7,6 +7,11 @@ use std::sync::Arc;
 
 /// The answer to one [`crate::Request`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "json-schema",
+    derive(schemars::JsonSchema),
+    schemars(deny_unknown_fields)
+)]
 pub struct Response {
     /// The policy's module name.
     pub policy: Arc<str>,
@@ -20,16 +25,23 @@ pub struct Response {
     /// Whoever keeps the counts adds it to its book (and to the next `facts.spent`). Absent
     /// from JSON when empty.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[cfg_attr(
+        feature = "json-schema",
+        schemars(with = "BTreeMap<String, crate::wire::json_schema::Count>")
+    )]
     pub spent: BTreeMap<Arc<str>, f64>,
 }
 
 /// Latch state in a response: the same type as the request's `latched` fact ([`Latched`]),
 /// so a state read from one batch's response is the next batch's fact as it is.
-pub type LatchState = crate::request::Latched;
+pub type LatchState = crate::wire::request::Latched;
 
-/// Why a call was denied.
+/// Why a call was denied. Non-exhaustive: a later version may add a kind, and a kind an
+/// executor does not know is a denial like any other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum DenyKind {
     /// The policy never classified the tool.
     Unclassified,
@@ -83,6 +95,11 @@ impl DenyKind {
 
 /// The decision for one call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "json-schema",
+    derive(schemars::JsonSchema),
+    schemars(deny_unknown_fields)
+)]
 pub struct Decision {
     /// The call's id, echoed.
     pub id: CallLabel,
@@ -154,6 +171,11 @@ impl Decision {
 
 /// Where a denied argument's value came from (kind `provenance`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "json-schema",
+    derive(schemars::JsonSchema),
+    schemars(deny_unknown_fields)
+)]
 pub struct Provenance {
     /// The argument, as a path: `args.recipient`, `args.participants[2]`.
     pub arg: String,
@@ -172,7 +194,9 @@ pub struct Provenance {
 
 /// Why a value counts as untrusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ProvenanceWhy {
     /// It occurs in an untrusted output, and not in the prompt or trusted output.
     Untrusted,

@@ -15,7 +15,7 @@ pub(crate) struct ShapeError {
 /// Checks `value` against the shape of `facts.outputs`: a list of objects, each with a
 /// string `id`, a string `tool` and an `output` of any JSON, and no other key.
 pub(crate) fn check_outputs(value: &Value) -> Result<(), ShapeError> {
-    use crate::schema::{ID, OUTPUT, OUTPUT_KEYS, TOOL};
+    use crate::wire::schema::{ID, OUTPUT, OUTPUT_KEYS, TOOL};
     let err = |at: String, message: String| ShapeError { at, message };
     let Value::Array(items) = value else {
         return Err(err(

@@ -9,7 +9,7 @@
 //! the decision server sets it from a verified bearer token and then refuses one the
 //! request brings itself.
 
-use crate::schema as key;
+use crate::wire::schema as key;
 use serde_json::{Map, Value};
 
 /// What is wrong with a `facts.principal` value: the path below `facts.principal` (empty
