@@ -18,7 +18,7 @@ fn declared(main: &str) -> BTreeSet<String> {
 #[test]
 fn every_test_file_is_a_module_of_the_one_binary() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for krate in ["tests"] {
+    for krate in ["tests", "server"] {
         let dir = root.join(krate).join("tests");
         let main = std::fs::read_to_string(dir.join("main.rs")).unwrap();
         let modules = declared(&main);
