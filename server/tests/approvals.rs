@@ -5,12 +5,10 @@
 //! agents, and every ask, answer and use is in the decision log.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support::{get, log_lines, post, serve, Served};
 use axum::http::StatusCode;
 use axum::Router;
 use serde_json::{json, Value};
-use support::{get, log_lines, post, serve, Served};
 use toolgate_server::{AskMode, Config};
 
 const SHOP: &str = r#"module shop

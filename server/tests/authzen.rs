@@ -5,13 +5,11 @@
 //! resource → `args.resource`, context → facts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support::{get, log_lines, post, send, serve, Served};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::Router;
 use serde_json::{json, Value};
-use support::{get, log_lines, post, send, serve, Served};
 
 /// The spec's actions as tools: alice may read accounts and documents, except the
 /// document `subject-search.md`; nobody may edit.

@@ -4,15 +4,13 @@
 #![cfg(feature = "jwt")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
-
+use crate::support::{self, post, serve, Served};
 use axum::http::{header, Request, StatusCode};
 use axum::Router;
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
 use std::path::Path;
-use support::{post, serve, Served};
 use toolgate_server::JwtConfig;
 
 const ISS: &str = "https://idp.example.com";

@@ -5,11 +5,9 @@
 //! denies.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support::{allowed, batch, decide, get, log_lines, post, serve, Served};
 use axum::http::StatusCode;
 use serde_json::json;
-use support::{allowed, batch, decide, get, log_lines, post, serve, Served};
 
 const SHOP: &str = r#"module shop
 write refund, send

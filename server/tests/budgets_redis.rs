@@ -6,14 +6,10 @@
 #![cfg(feature = "redis")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../cli/tests/redis_support/mod.rs"]
-mod redis_support;
-mod support;
-
-use redis_support::{redis_available, Redis};
+use crate::redis_support::{redis_available, Redis};
+use crate::support::{allowed, batch, decide, get, serve, Served};
 use serde_json::json;
 use std::time::Duration;
-use support::{allowed, batch, decide, get, serve, Served};
 use toolgate_server::{RedisConfig, StoreTls};
 
 const SHOP: &str = r#"module shop

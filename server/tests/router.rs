@@ -13,9 +13,7 @@ use serde_json::{json, Value};
 use toolgate_server::{router, Server};
 use tower::ServiceExt;
 
-#[allow(dead_code)]
-#[path = "../examples/embed.rs"]
-mod embed;
+use crate::embed;
 
 /// A server over the coach policy, as the example configures it.
 async fn coach() -> Server {

@@ -6,14 +6,12 @@
 //! with `POST /v1/reload`, a broken one keeps the previous shadow and says so in `/health`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support::{self, log_lines, post_request, send_bytes, Served};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::Router;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use support::{log_lines, post_request, send_bytes, Served};
 use toolgate_server::{Config, LogMode, PolicySource, Server};
 
 /// The shop policy: `rule` requires refunds of at most `limit`; `tainted` is set by `set_by`

@@ -202,7 +202,7 @@ fn toolgate() -> Command {
             .status()
             .unwrap();
         assert!(status.success(), "cargo build -p toolgate failed");
-        // target/debug/deps/fmt-HASH -> target/debug/toolgate
+        // target/debug/deps/it-HASH -> target/debug/toolgate
         let exe = std::env::current_exe().unwrap();
         let dir = exe.parent().unwrap().parent().unwrap();
         dir.join(format!("toolgate{}", std::env::consts::EXE_SUFFIX))
