@@ -1,6 +1,6 @@
 // The wire types of toolgate: a decision request and its response, as JSON.
 // Generated from the engine's Rust types (docs/wire/*.schema.json); do not edit.
-// Regenerate: TOOLGATE_BLESS=1 cargo test -p toolgate-tests --test wire_schema
+// Regenerate: TOOLGATE_BLESS=1 cargo test -p toolgate-tests --test it wire_schema::
 
 /** Arguments, fields, custom facts: JSON data. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };

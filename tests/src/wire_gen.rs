@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// The command that rewrites every generated copy.
-pub const BLESS: &str = "TOOLGATE_BLESS=1 cargo test -p toolgate-tests --test wire_schema";
+pub const BLESS: &str = "TOOLGATE_BLESS=1 cargo test -p toolgate-tests --test it wire_schema::";
 
 /// One generated file: its path from the repository root and its whole text.
 #[derive(Debug, Clone, PartialEq, Eq)]

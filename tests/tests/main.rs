@@ -38,3 +38,4 @@ mod tool_shapes;
 mod unguarded;
 mod url_differential;
 mod vault;
+mod wire_schema;

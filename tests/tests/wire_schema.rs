@@ -5,7 +5,7 @@
 //! the engine's responses, checked by an independent validator (`jsonschema`).
 //!
 //! A stale copy fails naming the file and the command that rewrites them all:
-//! `TOOLGATE_BLESS=1 cargo test -p toolgate-tests --test wire_schema`.
+//! `TOOLGATE_BLESS=1 cargo test -p toolgate-tests --test it wire_schema::`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use proptest::prelude::*;

@@ -3,7 +3,7 @@
 ``typing.TYPE_CHECKING``.
 
 Generated from the engine's Rust types (docs/wire/*.schema.json); do not edit.
-Regenerate: TOOLGATE_BLESS=1 cargo test -p toolgate-tests --test wire_schema
+Regenerate: TOOLGATE_BLESS=1 cargo test -p toolgate-tests --test it wire_schema::
 """
 
 from typing import Any, Dict, List, Literal, Optional, Union
