@@ -66,14 +66,42 @@ impl Loads {
     }
 }
 
+/// Why a policy set was not built. The serving set stays; the error's text (the rendered
+/// diagnostics, or the refusal) is what the log, `/health`, `/v1/policies` and a failed
+/// `POST /v1/reload` show.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// A policy file or the directory did not load: unreadable, or not compiling.
+    #[error(transparent)]
+    Files(#[from] toolgate_loader::LoadError),
+    /// `--deny-warnings`, and a policy has warnings: they are the rendered text.
+    #[error("{0}")]
+    Warnings(String),
+    /// Two policies of the set declare one module.
+    #[error(transparent)]
+    Set(#[from] toolgate_engine::DuplicateModule),
+    /// The directory changed while it was read (a file still being written).
+    #[error("`{}` changed while it was being read; it is loaded again once it is stable (deploy with an atomic rename)", .0.display())]
+    Changed(PathBuf),
+    /// A signed bundle was refused: not verified, another scope, an old serial, or policies
+    /// that do not compile.
+    #[cfg(feature = "bundles")]
+    #[error(transparent)]
+    Bundle(#[from] crate::bundle::Refused),
+    /// The task building the set stopped before it finished (it panicked).
+    #[error("the load task stopped")]
+    Stopped,
+}
+
 /// Runs `build` (which compiles policies, and may take a while) on tokio's blocking pool, so
 /// a load never holds up the async threads that serve decisions.
 pub async fn off_thread<T: Send + 'static>(
-    build: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
+    build: impl FnOnce() -> Result<T, LoadError> + Send + 'static,
+) -> Result<T, LoadError> {
     tokio::task::spawn_blocking(build)
         .await
-        .unwrap_or_else(|_| Err("the load task stopped".into()))
+        .unwrap_or(Err(LoadError::Stopped))
 }
 
 /// Says on stderr that a load of `what` (`reload`, `shadow reload`) failed and which
@@ -107,11 +135,11 @@ pub fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
 ///
 /// `dir` may be one policy file instead (`toolgate playground FILE`); `serve` refuses a file
 /// before it starts.
-pub fn load_dir(dir: &Path, generation: u64, deny_warnings: bool) -> Result<PolicySet, String> {
+pub fn load_dir(dir: &Path, generation: u64, deny_warnings: bool) -> Result<PolicySet, LoadError> {
     if dir.is_file() {
         return load_one(dir, generation, deny_warnings);
     }
-    toolgate_loader::load_dir(dir, generation, deny_warnings).map_err(|e| e.to_string())
+    Ok(toolgate_loader::load_dir(dir, generation, deny_warnings)?)
 }
 
 /// The policy files to watch: those in the directory, or the one file.
@@ -123,12 +151,14 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     }
 }
 
-fn load_one(file: &Path, generation: u64, deny_warnings: bool) -> Result<PolicySet, String> {
-    let mut policy = toolgate_loader::load_file(file).map_err(|e| e.to_string())?;
+fn load_one(file: &Path, generation: u64, deny_warnings: bool) -> Result<PolicySet, LoadError> {
+    let mut policy = toolgate_loader::load_file(file)?;
     if deny_warnings {
-        policy = policy.deny_warnings().map_err(|e| e.render())?;
+        policy = policy
+            .deny_warnings()
+            .map_err(|e| LoadError::Warnings(e.render()))?;
     }
-    PolicySet::new(vec![policy], generation).map_err(|e| e.to_string())
+    Ok(PolicySet::new(vec![policy], generation)?)
 }
 
 /// What a set serves, for the reload log line: each module with its revision and file.
@@ -158,14 +188,11 @@ pub fn load_complete(
     dir: &Path,
     generation: u64,
     deny_warnings: bool,
-) -> Result<PolicySet, String> {
+) -> Result<PolicySet, LoadError> {
     let before = fingerprint(dir);
     let set = load_dir(dir, generation, deny_warnings)?;
     if fingerprint(dir) != before {
-        return Err(format!(
-            "`{}` changed while it was being read; it is loaded again once it is stable (deploy with an atomic rename)",
-            dir.display()
-        ));
+        return Err(LoadError::Changed(dir.to_path_buf()));
     }
     Ok(set)
 }

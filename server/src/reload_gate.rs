@@ -329,5 +329,5 @@ pub trait Installer: Send + Sync + 'static {
         build: F,
     ) -> impl std::future::Future<Output = Result<u64, ReloadError>> + Send
     where
-        F: FnOnce(u64) -> Result<PolicySet, String> + Send + 'static;
+        F: FnOnce(u64) -> Result<PolicySet, crate::loader::LoadError> + Send + 'static;
 }

@@ -470,7 +470,7 @@ pub async fn reload(
     // The shadow set reloads on every explicit reload, whatever becomes of the serving set.
     let shadow = state.reload_shadow("api").await.map(|r| match r {
         Ok(generation) => json!({"ok": true, "generation": generation}),
-        Err(error) => json!({"ok": false, "error": error}),
+        Err(error) => json!({"ok": false, "error": error.to_string()}),
     });
     match state.clone().reload("api", digest).await {
         Ok(generation) => {

@@ -103,8 +103,10 @@ impl Server {
             let path = state.shadow.as_ref().map(|s| s.path().to_path_buf());
             return Err(ServerError::Shadow {
                 path: path.unwrap_or_default(),
-                diagnostics: toolgate_loader::log_text::escape_keeping_lines(&diagnostics)
-                    .into_owned(),
+                diagnostics: toolgate_loader::log_text::escape_keeping_lines(
+                    &diagnostics.to_string(),
+                )
+                .into_owned(),
             });
         }
         // A failed first load still starts the server: /health says 503 until a reload works.

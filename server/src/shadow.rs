@@ -15,7 +15,9 @@
 //! A leaf component: it reads the loader, the metrics' label escaping and the clock, and
 //! nothing of the server's state, which holds it.
 
-use crate::loader::{describe, load_complete, off_thread, say_failed, LoadReport, Loads};
+use crate::loader::{
+    describe, load_complete, off_thread, say_failed, LoadError, LoadReport, Loads,
+};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -239,7 +241,7 @@ impl Shadow {
     /// with `deny_warnings`, nothing warns), off the async threads, and swaps it in. A set
     /// that fails leaves the previous shadow set judging, and is reported on stderr, in
     /// `/health` and in `/metrics`. No reload gate: the shadow set never answers.
-    pub async fn install(&self, trigger: &str, deny_warnings: bool) -> Result<u64, String> {
+    pub async fn install(&self, trigger: &str, deny_warnings: bool) -> Result<u64, LoadError> {
         let mut generation = self.generation.lock().await;
         let next = *generation + 1;
         let path = self.path.clone();
@@ -253,7 +255,8 @@ impl Shadow {
                 eprintln!("toolgate: shadow: loaded generation {next} ({trigger}): {loaded}");
                 Ok(next)
             }
-            Err(diagnostics) => {
+            Err(e) => {
+                let diagnostics = e.to_string();
                 self.reloads_failed.fetch_add(1, Relaxed);
                 say_failed(
                     "shadow reload",
@@ -263,8 +266,8 @@ impl Shadow {
                     &diagnostics,
                 );
                 self.loads
-                    .attempted(LoadReport::now(false, trigger, Some(diagnostics.clone())));
-                Err(diagnostics)
+                    .attempted(LoadReport::now(false, trigger, Some(diagnostics)));
+                Err(e)
             }
         }
     }

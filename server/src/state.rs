@@ -4,7 +4,7 @@ use super::api_error::ApiError;
 use super::config::HttpLimits;
 use super::decisions::Decisions;
 use super::limits::Limits;
-use super::loader::{load_complete, off_thread, say_failed, LoadReport, Loads};
+use super::loader::{load_complete, off_thread, say_failed, LoadError, LoadReport, Loads};
 use super::origins::Origins;
 use super::reload_gate::{reload_gate, GateOutcome, GateState, Installer, ReloadError, Source};
 use super::turn_state::TurnState;
@@ -157,7 +157,7 @@ impl AppState {
     /// ([`super::shadow::Shadow::install`]), when there is one: the same triggers as the
     /// serving set, never the reload gate (the shadow answers nothing). `None` without
     /// `--shadow`; else the shadow generation now serving, or why the load failed.
-    pub async fn reload_shadow(&self, trigger: &str) -> Option<Result<u64, String>> {
+    pub async fn reload_shadow(&self, trigger: &str) -> Option<Result<u64, LoadError>> {
         let shadow = self.shadow.as_ref()?;
         Some(shadow.install(trigger, self.deny_warnings).await)
     }
@@ -182,7 +182,7 @@ impl AppState {
         build: F,
     ) -> Result<u64, ReloadError>
     where
-        F: FnOnce(u64) -> Result<PolicySet, String> + Send + 'static,
+        F: FnOnce(u64) -> Result<PolicySet, LoadError> + Send + 'static,
     {
         let mut generation = self.reload_lock.lock().await;
         let next = *generation + 1;
@@ -242,7 +242,8 @@ impl AppState {
                     "held back: the new policies may widen what is allowed; review `pending` in GET /v1/policies, then apply it with {apply}"
                 )))
             }
-            Err(diagnostics) => {
+            Err(e) => {
+                let diagnostics = e.to_string();
                 self.decisions
                     .metrics()
                     .reloads_failed
@@ -286,7 +287,7 @@ impl Installer for AppState {
         build: F,
     ) -> impl std::future::Future<Output = Result<u64, ReloadError>> + Send
     where
-        F: FnOnce(u64) -> Result<PolicySet, String> + Send + 'static,
+        F: FnOnce(u64) -> Result<PolicySet, LoadError> + Send + 'static,
     {
         AppState::install(self, trigger, source, digest, None, build)
     }
