@@ -2412,3 +2412,106 @@ fn each_judged_call_is_one_span_with_the_logs_decision_id() {
         "latch"
     );
 }
+
+/// An EdDSA JWT with `claims`, signed by `key` under key id `k1`.
+fn jwt(key: &ed25519_dalek::SigningKey, claims: &Value) -> String {
+    use base64::Engine as _;
+    use ed25519_dalek::Signer as _;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let header = b64(br#"{"alg":"EdDSA","typ":"JWT","kid":"k1"}"#);
+    let payload = b64(claims.to_string().as_bytes());
+    let input = format!("{header}.{payload}");
+    let signature = key.sign(input.as_bytes());
+    format!("{input}.{}", b64(&signature.to_bytes()))
+}
+
+/// `mcp --listen --jwks`: each call is judged with the principal its own request's bearer
+/// token proves, a request with an invalid token is refused (401) before the SDK reads it,
+/// and no token means no principal, so a rule that reads one denies (issue 26: the MCP proxy
+/// over HTTP reads the client's bearer token the same way `serve` does).
+#[test]
+fn over_http_calls_are_judged_with_the_principal_of_their_bearer_token() {
+    use base64::Engine as _;
+    if !python_ready() {
+        return;
+    }
+    let policy = POLICY.replace(
+        "rule read_first for write_file { require called_before(read_file) }",
+        "rule admins for write_file { require principal.claims.role == \"admin\" }",
+    );
+    let s = Setup::with_policy("listen-jwt", &policy);
+    let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+    let x = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.verifying_key().as_bytes());
+    let jwks = s.dir.join("jwks.json");
+    std::fs::write(
+        &jwks,
+        json!({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": x, "kid": "k1", "alg": "EdDSA", "use": "sig"}]})
+            .to_string(),
+    )
+    .unwrap();
+    let (iss, aud) = ("https://idp.example.com", "toolgate-mcp");
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3600;
+    let token = |role: &str| {
+        jwt(
+            &key,
+            &json!({"iss": iss, "aud": aud, "exp": exp, "sub": format!("{role}-1"), "role": role}),
+        )
+    };
+    let jwks_flag = jwks.display().to_string();
+    let jwt_flags = [
+        "--jwks",
+        &jwks_flag,
+        "--jwt-issuer",
+        iss,
+        "--jwt-audience",
+        aud,
+    ];
+    let (_proxy, addr) = s.listen(&jwt_flags);
+    let session = mcp_open(&addr, "jwt");
+    let write = |bearer: Option<String>| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": {"name": "write_file", "arguments": {"path": "a", "text": "x"}}});
+        let auth = bearer.map(|t| format!("Bearer {t}"));
+        let extra: Vec<(&str, &str)> = auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+        mcp_exchange(&addr, Some(&session), &extra, &body)
+    };
+    let (status, _, admin) = write(Some(token("admin")));
+    assert!(status.contains(" 200 "), "{status}");
+    assert_eq!(admin["result"]["isError"], false, "{admin}");
+    let (_, _, user) = write(Some(token("user")));
+    assert_eq!(user["result"]["isError"], true, "{user}");
+    let (_, _, anonymous) = write(None);
+    assert_eq!(anonymous["result"]["isError"], true, "{anonymous}");
+    // A token signed by another key is refused outright, not judged as no principal.
+    let stranger = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+    let forged = jwt(
+        &stranger,
+        &json!({"iss": iss, "aud": aud, "exp": exp, "sub": "admin-1", "role": "admin"}),
+    );
+    let (status, _, refused) = write(Some(forged));
+    assert!(status.contains(" 401 "), "{status} {refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("bearer token is not valid")),
+        "{refused}"
+    );
+    // Only the admin's write reached upstream.
+    assert_eq!(s.reached(), ["write_file"]);
+
+    // Over stdio no request carries a token: --jwks is refused at start-up, as is a facts
+    // file that names its own principal beside it.
+    let err = start_fails(&s, &jwt_flags, &["true"]);
+    assert!(err.contains("--jwks needs --listen"), "{err}");
+    let facts = s.dir.join("facts.json");
+    std::fs::write(&facts, r#"{"principal": {"sub": "me"}}"#).unwrap();
+    let facts_flag = facts.display().to_string();
+    let mut flags = vec!["--listen", "127.0.0.1:0", "--facts", &facts_flag];
+    flags.extend(jwt_flags);
+    let err = start_fails(&s, &flags, &["true"]);
+    assert!(err.contains("may not give `principal`"), "{err}");
+}

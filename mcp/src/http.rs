@@ -30,7 +30,7 @@
 
 use super::expired::Expired;
 use super::upstream::Upstream;
-use super::{Config, Proxy};
+use super::{Config, Proxy, VerifiedPrincipal};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
@@ -42,6 +42,7 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
+use toolgate_server::bearer::Verifier;
 use toolgate_server::conn::{ConnHost, Refusal};
 use toolgate_server::{Decisions, HttpLimits};
 
@@ -55,7 +56,7 @@ pub const METRICS_PATH: &str = "/metrics";
 const HEADER_MISMATCH: i64 = -32020;
 
 /// The bounds of the listener.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Listen {
     /// The address.
     pub addr: String,
@@ -71,9 +72,14 @@ pub struct Listen {
     pub http: HttpLimits,
     /// Largest request body, in bytes.
     pub max_body: usize,
+    /// Verifies each request's `Authorization: Bearer` token (`--jwks`): a valid one's
+    /// principal is what the session's calls are judged with, an invalid one is refused
+    /// (401), and none means no principal. `None` reads no token.
+    pub bearer: Option<Arc<Verifier>>,
 }
 
 struct Gate {
+    bearer: Option<Arc<Verifier>>,
     sessions: Arc<LocalSessionManager>,
     max_sessions: usize,
     allow_origins: Vec<String>,
@@ -159,6 +165,7 @@ pub async fn serve(
         http_config.with_legacy_session_mode(true),
     );
     let gate = Arc::new(Gate {
+        bearer: listen.bearer.clone(),
         sessions: manager,
         max_sessions: listen.max_sessions.max(1),
         allow_origins: listen
@@ -242,6 +249,25 @@ fn rpc_error(status: StatusCode, id: Value, code: i64, message: String) -> Respo
         .into_response()
 }
 
+/// The answer to a request whose bearer token is not valid: 401 with the reason, in the
+/// body as a JSON-RPC error and in `WWW-Authenticate` (RFC 6750), as `toolgate serve` answers.
+fn invalid_token(reason: &str) -> Response {
+    let mut response = rpc_error(
+        StatusCode::UNAUTHORIZED,
+        Value::Null,
+        -32001,
+        format!("toolgate mcp: the bearer token is not valid: {reason}"),
+    );
+    let challenge = format!(
+        "Bearer error=\"invalid_token\", error_description=\"{}\"",
+        reason.replace(['"', '\\'], "'")
+    );
+    if let Ok(v) = axum::http::HeaderValue::from_str(&challenge) {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    response
+}
+
 /// Whether `origin` is a loopback origin (`http://localhost:3000`, `http://127.0.0.1`,
 /// `http://[::1]:8080`) or one the operator allowed.
 fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
@@ -288,6 +314,15 @@ async fn admit(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Respo
                 -32000,
                 "toolgate mcp: the request's Origin is not a loopback origin or one --allow-origin names".into(),
             );
+        }
+    }
+    let mut req = req;
+    if let Some(verifier) = &gate.bearer {
+        match verifier.principal(req.headers()).await {
+            Ok(principal) => {
+                req.extensions_mut().insert(VerifiedPrincipal(principal));
+            }
+            Err(e) => return invalid_token(&e.to_string()),
         }
     }
     let req = match whole_body(req, gate.max_body, gate.body_timeout).await {

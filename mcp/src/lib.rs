@@ -73,6 +73,13 @@ pub enum DenyAs {
     RpcError,
 }
 
+/// The principal a verified bearer token proved for one HTTP request (`--listen` with
+/// `--jwks`), put in the request's extensions by the listener; `None` inside: the request
+/// carried no token, so rules that read the principal deny. The principal of a `--facts`
+/// file is never used beside it.
+#[derive(Debug, Clone)]
+pub struct VerifiedPrincipal(pub Option<Value>);
+
 /// What every connection of one proxy shares.
 pub struct Config {
     /// The compiled policy.
@@ -148,6 +155,23 @@ impl Proxy {
                 ),
                 None,
             )),
+        }
+    }
+
+    /// The facts a request is judged with beside the session's own: the configured ones,
+    /// with the principal the listener verified for this request in place of any other.
+    fn base_facts(&self, context: &RequestContext<RoleServer>) -> Cow<'_, Facts> {
+        let verified = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<VerifiedPrincipal>());
+        match verified {
+            Some(VerifiedPrincipal(principal)) => {
+                let mut facts = self.config.facts.clone();
+                facts.principal.clone_from(principal);
+                Cow::Owned(facts)
+            }
+            None => Cow::Borrowed(&self.config.facts),
         }
     }
 
@@ -260,7 +284,10 @@ impl ServerHandler for Proxy {
         self.touch();
         let turn = Self::turn_of(&context)?;
         let all = self.upstream.list_tools(self.config.call_timeout).await?;
-        let facts = self.session.offer_facts(&self.config, turn.as_deref());
+        let base = self.base_facts(&context);
+        let facts = self
+            .session
+            .offer_facts(&self.config, &base, turn.as_deref());
         Ok(tools::offered(&self.config.policy, &facts, all))
     }
 
@@ -279,12 +306,11 @@ impl ServerHandler for Proxy {
             tool: request.name.to_string(),
             args,
         };
+        let base = self.base_facts(&context);
         let started = std::time::Instant::now();
         let (handled, relist) = self.session.with_state(|state| {
             let before = state.current_latched().clone();
-            let handled = self
-                .judge()
-                .judge(&event, state, &self.config.facts, session::NEW_IDS);
+            let handled = self.judge().judge(&event, state, &base, session::NEW_IDS);
             (handled, *state.current_latched() != before)
         });
         if let (Some(decisions), Some(response)) = (&self.config.decisions, &handled.response) {

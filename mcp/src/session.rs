@@ -37,10 +37,10 @@ impl Session {
         f(&mut guard)
     }
 
-    /// The facts a `tools/list` is answered with: the configured facts, the stage, and the
-    /// latches of the turn `turn` names (an unseen id starts one). Every latch when the turn
+    /// The facts a `tools/list` is answered with: `base` (the configured facts, with the
+    /// request's verified principal), the stage, and the latches of the turn `turn` names (an unseen id starts one). Every latch when the turn
     /// cannot be judged.
-    pub fn offer_facts(&self, config: &Config, turn: Option<&str>) -> Facts {
+    pub fn offer_facts(&self, config: &Config, base: &Facts, turn: Option<&str>) -> Facts {
         let latched = self.with_state(|state| {
             state
                 .place(&config.policy, turn, NEW_IDS)
@@ -49,7 +49,7 @@ impl Session {
         Facts {
             stage: Some(config.stage.clone()),
             latched,
-            ..config.facts.clone()
+            ..base.clone()
         }
     }
 }

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use toolgate_engine::{schema, Facts, Policy};
 use toolgate_mcp::{Config, DenyAs, Proxy, Upstream};
+use toolgate_server::bearer::Verifier;
 use toolgate_server::Decisions;
 
 /// The facts the proxy keeps itself; a facts file may not give them.
@@ -81,6 +82,11 @@ pub struct Args {
     /// `tools/call` is one entry. With --listen, `GET /metrics` serves the counts.
     #[command(flatten)]
     log: super::log_args::LogArgs,
+    /// With --listen: principals from `Authorization: Bearer` tokens, as `toolgate serve`
+    /// takes them; a request with an invalid token is refused (401), and each call is judged
+    /// with its request's principal.
+    #[command(flatten)]
+    jwt: super::jwt_args::JwtArgs,
     /// The upstream MCP server to start, with its arguments (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -128,6 +134,13 @@ async fn serve(args: &Args, mut config: Config) -> Result<(), String> {
 }
 
 async fn proxy(args: &Args, config: Config) -> Result<(), String> {
+    // Keys are loaded before upstream starts: a JWKS that cannot be read stops the proxy.
+    let bearer = match args.jwt.config() {
+        Some(jwt) => Some(Arc::new(
+            Verifier::new(jwt).await.map_err(|e| e.to_string())?,
+        )),
+        None => None,
+    };
     let upstream = connect(args, args.connect_timeout).await?;
     let config = Arc::new(config);
     if let Some(addr) = &args.listen {
@@ -139,6 +152,7 @@ async fn proxy(args: &Args, config: Config) -> Result<(), String> {
             allow_origins: args.allow_origins.clone(),
             http: args.http.limits(),
             max_body: args.max_body,
+            bearer,
         };
         return toolgate_mcp::http::serve(config, upstream, &listen)
             .await
@@ -183,6 +197,16 @@ fn configure(args: &Args) -> Result<Config, String> {
         Some(path) => read_facts(&policy, path)?,
         None => Facts::default(),
     };
+    if args.jwt.config().is_some() {
+        if args.listen.is_none() {
+            return Err(
+                "--jwks needs --listen: over stdio no request carries a bearer token".into(),
+            );
+        }
+        if facts.principal.is_some() {
+            return Err("with --jwks the principal comes from each request's bearer token, so the facts file may not give `principal`".into());
+        }
+    }
     Ok(Config {
         policy: Arc::new(policy),
         stage,

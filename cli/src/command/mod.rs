@@ -8,6 +8,7 @@ pub mod eval;
 pub mod fmt;
 pub mod hook;
 mod http_args;
+mod jwt_args;
 mod log_args;
 pub mod mcp;
 pub mod offer;

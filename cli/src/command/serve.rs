@@ -173,21 +173,9 @@ pub struct Args {
     /// knows no stages); without it such an evaluation is denied (kind `stage`).
     #[arg(long, value_name = "NAME")]
     authzen_stage: Option<String>,
-    /// Take the principal from `Authorization: Bearer` tokens verified against this JWKS (a
-    /// file, or an https URL): RS256, ES256, EdDSA; `exp`, `nbf`, `iss`, `aud` checked. A
-    /// request may then not carry `facts.principal` (docs/server.md, "Principals from bearer
-    /// tokens").
-    #[arg(long, value_name = "FILE|URL", requires_all = ["jwt_issuer", "jwt_audience"])]
-    jwks: Option<String>,
-    /// The `iss` a token must have (with --jwks).
-    #[arg(long, value_name = "ISS", requires = "jwks")]
-    jwt_issuer: Option<String>,
-    /// An `aud` a token may name (with --jwks; repeat for several).
-    #[arg(long, value_name = "AUD", requires = "jwks")]
-    jwt_audience: Vec<String>,
-    /// The claim read as `principal.tenant`.
-    #[arg(long, value_name = "CLAIM", default_value = "tenant")]
-    jwt_tenant_claim: String,
+    /// Principals from bearer tokens, as `toolgate mcp --listen` takes them.
+    #[command(flatten)]
+    jwt: super::jwt_args::JwtArgs,
 }
 
 /// `--ask`: what a call that asks a person does.
@@ -274,15 +262,7 @@ pub fn config(args: &Args) -> Config {
     config.shadow = args.shadow.clone();
     config.authzen_pdp = args.authzen_pdp.clone();
     config.authzen_stage = args.authzen_stage.clone();
-    config.jwt = match (&args.jwks, &args.jwt_issuer, args.jwt_audience.first()) {
-        (Some(jwks), Some(issuer), Some(first)) => {
-            let mut jwt = toolgate_server::JwtConfig::new(jwks, issuer, first);
-            jwt.audience.clone_from(&args.jwt_audience);
-            jwt.tenant_claim.clone_from(&args.jwt_tenant_claim);
-            Some(jwt)
-        }
-        _ => None,
-    };
+    config.jwt = args.jwt.config();
     config.state = args.state.as_ref().map(|url| RedisConfig {
         url: url.clone(),
         timeout: Duration::from_millis(args.state_timeout_ms),
