@@ -292,6 +292,13 @@ fn assert_passed(answer: &Value, text: &str) {
 
 /// A denied call's answer in the default mode; returns the refusal.
 fn assert_refused(answer: &Value) -> String {
+    let text = refusal(answer);
+    assert!(text.starts_with("Blocked"), "{text}");
+    text
+}
+
+/// The text of an answer toolgate refused (a denial, or an ask nobody approved).
+fn refusal(answer: &Value) -> String {
     assert_eq!(answer["isError"], true, "{answer}");
     assert_eq!(
         answer["meta"],
@@ -300,9 +307,7 @@ fn assert_refused(answer: &Value) -> String {
     );
     let texts = answer["texts"].as_array().unwrap();
     assert_eq!(texts.len(), 1, "{answer}");
-    let text = texts[0].as_str().unwrap().to_string();
-    assert!(text.starts_with("Blocked"), "{text}");
-    text
+    texts[0].as_str().unwrap().to_string()
 }
 
 /// The upstream tools `POLICY` lists in stage `main`, in upstream order (not `secret`).
@@ -2514,4 +2519,75 @@ fn over_http_calls_are_judged_with_the_principal_of_their_bearer_token() {
     flags.extend(jwt_flags);
     let err = start_fails(&s, &flags, &["true"]);
     assert!(err.contains("may not give `principal`"), "{err}");
+}
+
+/// A call the policy asks a person about is put to the person at the client through MCP
+/// elicitation when the client declares it: a yes lets exactly that call run once, a no, a
+/// decline or no elicitation at all leaves it refused with the ask's reason (issue 24: the
+/// MCP proxy maps an ask to the client's own step, and asking fails closed).
+#[test]
+fn an_ask_is_put_to_the_person_through_elicitation_and_only_a_yes_runs_it() {
+    if !python_ready() {
+        return;
+    }
+    let policy =
+        format!("{POLICY}\nrule careful for write_file {{ ask when args.path == \"prod\" }}\n");
+    let s = Setup::with_policy("elicit", &policy);
+    let prod = || call("write_file", json!({"path": "prod", "text": "x"}));
+    let script = json!({
+        "client": "session",
+        "command": s.command(&[]),
+        "env": {"CALL_LOG": s.call_log()},
+        "elicit": ["approve", "reject", "decline"],
+        "steps": [
+            call("read_file", json!({"path": "a"})),
+            prod(),                                      // asked: approve
+            prod(),                                      // asked again: reject
+            prod(),                                      // asked again: decline
+            call("write_file", json!({"path": "a", "text": "x"})), // no ask
+            {"op": "elicited"},
+        ],
+    });
+    let (_, out) = s.run_client(Sdk::Python, script);
+    assert_eq!(out[1]["isError"], false, "approved: {}", out[1]);
+    let rejected = refusal(&out[2]);
+    assert!(
+        rejected.starts_with("Approval needed")
+            && rejected.ends_with("The person did not approve it."),
+        "{rejected}"
+    );
+    let declined = refusal(&out[3]);
+    assert!(declined.ends_with("The person declined it."), "{declined}");
+    assert_eq!(out[4]["isError"], false, "{}", out[4]);
+    let asked = out[5]["elicited"].as_array().unwrap();
+    assert_eq!(
+        asked.len(),
+        3,
+        "one form per ask, none for the call that does not ask"
+    );
+    let form = &asked[0];
+    assert!(
+        form["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("`write_file`") && m.contains("prod")),
+        "{form}"
+    );
+    assert_eq!(form["schema"]["required"], json!(["approve"]), "{form}");
+    assert_eq!(form["schema"]["properties"]["approve"]["type"], "boolean");
+    // One approval, one run: only the approved write to prod reached upstream.
+    assert_eq!(
+        s.reached(),
+        ["read_file", "write_file", "write_file"],
+        "the approved prod write and the unasked one"
+    );
+
+    // A client that declares no elicitation gets the refusal with the ask's reason.
+    let s2 = Setup::with_policy("elicit-none", &policy);
+    let (_, out) = s2.client(&[], vec![call("read_file", json!({"path": "a"})), prod()]);
+    assert!(
+        refusal(&out[1]).starts_with("Approval needed"),
+        "{}",
+        out[1]
+    );
+    assert_eq!(s2.reached(), ["read_file"]);
 }

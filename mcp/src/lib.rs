@@ -25,6 +25,7 @@
 //! on `toolgate-server`'s accept loop.
 #![warn(missing_docs)]
 
+mod ask;
 mod expired;
 pub mod http;
 mod session;
@@ -320,6 +321,11 @@ impl ServerHandler for Proxy {
                     .traced(),
             );
         }
+        let asked_for = handled
+            .response
+            .as_ref()
+            .and_then(|r| r.decisions.first())
+            .and_then(|d| d.approval.clone());
         let answer = handled.answer;
         if relist {
             // The latches changed, so the listing did (a write now says it is disabled): tell
@@ -329,8 +335,47 @@ impl ServerHandler for Proxy {
         }
         match answer {
             Answer::Allow | Answer::Nothing => {}
-            // Elicitation is not wired yet: an ask is refused with its reason (fails closed).
-            Answer::Deny { reason } | Answer::Ask { reason } => return self.refuse(reason),
+            Answer::Deny { reason } => return self.refuse(reason),
+            Answer::Ask { reason } => {
+                let Some(digest) = asked_for else {
+                    return self.refuse(reason);
+                };
+                let args = Value::Object(request.arguments.clone().unwrap_or_default());
+                match ask::person(
+                    &context.peer,
+                    &request.name,
+                    &args,
+                    &reason,
+                    self.config.call_timeout,
+                )
+                .await
+                {
+                    ask::Asked::Approved => {}
+                    ask::Asked::Refused(why) => return self.refuse(format!("{reason} {why}")),
+                    ask::Asked::Unanswered => return self.refuse(reason),
+                }
+                // Judged again with the person's approval: the engine turns exactly this
+                // call into an allow, or judges it as before if anything changed meanwhile.
+                let mut approved = base.into_owned();
+                approved.approvals = Some(vec![digest]);
+                let started = std::time::Instant::now();
+                let again = self.session.with_state(|state| {
+                    self.judge()
+                        .judge(&event, state, &approved, session::NEW_IDS)
+                });
+                if let (Some(decisions), Some(response)) = (&self.config.decisions, &again.response)
+                {
+                    decisions.record(
+                        Record::new(started, response)
+                            .session(http_session(&context), turn.as_deref())
+                            .traced(),
+                    );
+                }
+                match again.answer {
+                    Answer::Allow | Answer::Nothing => {}
+                    Answer::Deny { reason } | Answer::Ask { reason } => return self.refuse(reason),
+                }
+            }
         }
         let tool = request.name.to_string();
         // A call the client cancels is dropped here, which cancels it upstream as well.

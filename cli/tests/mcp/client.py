@@ -13,6 +13,14 @@ of "command" it connects to a running toolgate over Streamable HTTP.
       -> {"error": {"code", "message", "data"}, "seconds"}        a JSON-RPC error
       -> {"exception": "...", "seconds"}                          anything else
 
+  {"op": "elicited"}                              -> {"elicited": [{"message", "schema"}]} the
+                                                     elicitation requests answered since the last
+
+With {"elicit": ["approve" | "reject" | "decline" | "cancel", ...]} the client declares form
+elicitation and answers each request with the next scripted answer, in order ("approve":
+accept with {"approve": true}; "reject": accept with {"approve": false}); past the list it
+declines.
+
 The first line is {"initialized": {"server": name, "protocolVersion": v, "instructions": ...}}.
 
 With {"client": "high-level"} the script uses the SDK's default high-level `mcp.Client`
@@ -41,6 +49,22 @@ def emit(obj):
 
 # Methods of the notifications the server sent, for the "notifications" step.
 NOTIFICATIONS = []
+
+# The elicitation requests answered, for the "elicited" step, and the answers still to give.
+ELICITED = []
+ANSWERS = []
+
+
+async def on_elicit(context, params):
+    from mcp import types
+
+    ELICITED.append({"message": params.message, "schema": params.requested_schema})
+    answer = ANSWERS.pop(0) if ANSWERS else "decline"
+    if answer == "approve":
+        return types.ElicitResult(action="accept", content={"approve": True})
+    if answer == "reject":
+        return types.ElicitResult(action="accept", content={"approve": False})
+    return types.ElicitResult(action=answer)
 
 
 async def on_message(message):
@@ -77,6 +101,10 @@ async def answer_step(session, step):
                 for t in result.tools
             ]
         }
+    if step["op"] == "elicited":
+        seen = list(ELICITED)
+        ELICITED.clear()
+        return {"elicited": seen}
     if step["op"] == "notifications":
         await asyncio.sleep(0.3)
         seen = list(NOTIFICATIONS)
@@ -132,7 +160,13 @@ async def main():
             StdioServerParameters(command=command[0], args=command[1:], env=script.get("env"))
         )
     async with transport as (read, write):
-        async with ClientSession(read, write, message_handler=on_message) as session:
+        elicit = None
+        if "elicit" in script:
+            ANSWERS.extend(script["elicit"])
+            elicit = on_elicit
+        async with ClientSession(
+            read, write, message_handler=on_message, elicitation_callback=elicit
+        ) as session:
             init = await session.initialize()
             emit(
                 {
