@@ -2521,21 +2521,19 @@ fn over_http_calls_are_judged_with_the_principal_of_their_bearer_token() {
     assert!(err.contains("may not give `principal`"), "{err}");
 }
 
-/// A call the policy asks a person about is put to the person at the client through MCP
-/// elicitation when the client declares it: a yes lets exactly that call run once, a no, a
-/// decline or no elicitation at all leaves it refused with the ask's reason (issue 24: the
-/// MCP proxy maps an ask to the client's own step, and asking fails closed).
-#[test]
-fn an_ask_is_put_to_the_person_through_elicitation_and_only_a_yes_runs_it() {
-    if !python_ready() {
-        return;
-    }
+/// A call the policy asks a person about is put to the person at the client in its own
+/// protocol's terms: `elicitation/create` up to `2025-11-25` (the SDK's `ClientSession`), an
+/// `InputRequiredResult` the client answers and retries under `2026-07-28` (the SDK's
+/// default high-level `Client`). A yes lets exactly that call run once; a no, a decline or
+/// no elicitation at all leaves it refused with the ask's reason (issue 24: the MCP proxy
+/// maps an ask to the client's own step, and asking fails closed).
+fn an_ask_goes_to_the_person(client: &str, protocol: &str) {
     let policy =
         format!("{POLICY}\nrule careful for write_file {{ ask when args.path == \"prod\" }}\n");
-    let s = Setup::with_policy("elicit", &policy);
+    let s = Setup::with_policy(&format!("elicit-{client}"), &policy);
     let prod = || call("write_file", json!({"path": "prod", "text": "x"}));
     let script = json!({
-        "client": "session",
+        "client": client,
         "command": s.command(&[]),
         "env": {"CALL_LOG": s.call_log()},
         "elicit": ["approve", "reject", "decline"],
@@ -2548,7 +2546,8 @@ fn an_ask_is_put_to_the_person_through_elicitation_and_only_a_yes_runs_it() {
             {"op": "elicited"},
         ],
     });
-    let (_, out) = s.run_client(Sdk::Python, script);
+    let (init, out) = s.run_client(Sdk::Python, script);
+    assert_eq!(init["initialized"]["protocolVersion"], protocol, "{init}");
     assert_eq!(out[1]["isError"], false, "approved: {}", out[1]);
     let rejected = refusal(&out[2]);
     assert!(
@@ -2574,7 +2573,8 @@ fn an_ask_is_put_to_the_person_through_elicitation_and_only_a_yes_runs_it() {
     );
     assert_eq!(form["schema"]["required"], json!(["approve"]), "{form}");
     assert_eq!(form["schema"]["properties"]["approve"]["type"], "boolean");
-    // One approval, one run: only the approved write to prod reached upstream.
+    // One approval, one run: only the approved write to prod reached upstream, and it came
+    // without the proxy's own request state or answer.
     assert_eq!(
         s.reached(),
         ["read_file", "write_file", "write_file"],
@@ -2582,12 +2582,30 @@ fn an_ask_is_put_to_the_person_through_elicitation_and_only_a_yes_runs_it() {
     );
 
     // A client that declares no elicitation gets the refusal with the ask's reason.
-    let s2 = Setup::with_policy("elicit-none", &policy);
-    let (_, out) = s2.client(&[], vec![call("read_file", json!({"path": "a"})), prod()]);
+    let s2 = Setup::with_policy(&format!("elicit-none-{client}"), &policy);
+    let (_, out) = s2.client_as(
+        client,
+        &[],
+        vec![call("read_file", json!({"path": "a"})), prod()],
+    );
     assert!(
         refusal(&out[1]).starts_with("Approval needed"),
         "{}",
         out[1]
     );
     assert_eq!(s2.reached(), ["read_file"]);
+}
+
+#[test]
+fn an_ask_is_put_to_the_person_through_elicitation_and_only_a_yes_runs_it() {
+    if python_ready() {
+        an_ask_goes_to_the_person("session", "2025-11-25");
+    }
+}
+
+#[test]
+fn under_2026_07_28_an_ask_is_an_input_required_result_and_only_a_yes_runs_it() {
+    if python_ready() {
+        an_ask_goes_to_the_person("high-level", "2026-07-28");
+    }
 }

@@ -341,15 +341,35 @@ impl ServerHandler for Proxy {
                     return self.refuse(reason);
                 };
                 let args = Value::Object(request.arguments.clone().unwrap_or_default());
-                match ask::person(
-                    &context.peer,
-                    &request.name,
-                    &args,
-                    &reason,
-                    self.config.call_timeout,
-                )
-                .await
-                {
+                let asked = if ask::asks_by_result(&context) {
+                    // 2026-07-28: no server-to-client request; the client asks and retries.
+                    match ask::answered(&request, &digest) {
+                        ask::Retry::Answered(asked) => asked,
+                        ask::Retry::Fresh => {
+                            return match ask::input_required(
+                                &context,
+                                &request.name,
+                                &args,
+                                &reason,
+                                &digest,
+                            ) {
+                                Some(input) => Ok(CallToolResponse::InputRequired(input)),
+                                None => self.refuse(reason),
+                            }
+                        }
+                        ask::Retry::Foreign => ask::Asked::Unanswered,
+                    }
+                } else {
+                    ask::person(
+                        &context,
+                        &request.name,
+                        &args,
+                        &reason,
+                        self.config.call_timeout,
+                    )
+                    .await
+                };
+                match asked {
                     ask::Asked::Approved => {}
                     ask::Asked::Refused(why) => return self.refuse(format!("{reason} {why}")),
                     ask::Asked::Unanswered => return self.refuse(reason),
@@ -378,6 +398,8 @@ impl ServerHandler for Proxy {
             }
         }
         let tool = request.name.to_string();
+        let mut request = request;
+        ask::strip(&mut request);
         // A call the client cancels is dropped here, which cancels it upstream as well.
         let outcome = tokio::select! {
             outcome = self.upstream.call_tool(request, self.config.call_timeout) => outcome,

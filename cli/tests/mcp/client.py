@@ -19,7 +19,8 @@ of "command" it connects to a running toolgate over Streamable HTTP.
 With {"elicit": ["approve" | "reject" | "decline" | "cancel", ...]} the client declares form
 elicitation and answers each request with the next scripted answer, in order ("approve":
 accept with {"approve": true}; "reject": accept with {"approve": false}); past the list it
-declines.
+declines. The high-level client answers the same way the elicitation inside an
+InputRequiredResult (2026-07-28), which its driver then retries with.
 
 The first line is {"initialized": {"server": name, "protocolVersion": v, "instructions": ...}}.
 
@@ -131,7 +132,11 @@ async def high_level(script):
 
     command = script["command"]
     server = StdioServerParameters(command=command[0], args=command[1:], env=script.get("env"))
-    async with Client(server, message_handler=on_message) as client:
+    elicit = None
+    if "elicit" in script:
+        ANSWERS.extend(script["elicit"])
+        elicit = on_elicit
+    async with Client(server, message_handler=on_message, elicitation_callback=elicit) as client:
         info = client.server_info
         emit(
             {
