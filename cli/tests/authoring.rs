@@ -4,8 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-mod binary_support;
-use binary_support::{run, stdout};
+use crate::binary_support::{run, stdout};
 
 const POLICY: &str = "module mail\nwrite send\nread look\nstage main { tools [look, send] }\nrule no_cc for send { require not args.cc exists }\n";
 

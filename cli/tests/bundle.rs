@@ -7,10 +7,10 @@ use serde_json::Value;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-mod bundle_support;
-mod server_support;
-use bundle_support::*;
-use server_support::{batch, get_json, http, metric, post_json, temp_dir, POLICY_A, POLICY_B};
+use crate::bundle_support::*;
+use crate::server_support::{
+    self, batch, get_json, http, metric, post_json, temp_dir, POLICY_A, POLICY_B,
+};
 
 const SHARED: &str = "module shared\nhosts docs { allow [\"docs.example.com\"] }\n";
 

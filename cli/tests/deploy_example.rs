@@ -2,8 +2,7 @@
 //! Redis and two replicas start, and a latch set through one replica holds on the other.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod redis_support;
-use redis_support::redis_available;
+use crate::redis_support::redis_available;
 
 use std::net::TcpListener;
 use std::path::Path;

@@ -5,10 +5,8 @@
 
 use serde_json::{json, Value};
 
-mod bundle_support;
-mod server_support;
-use bundle_support::*;
-use server_support::{batch, get_json, http, metric, post_json, POLICY_A};
+use crate::bundle_support::*;
+use crate::server_support::{batch, get_json, http, metric, post_json, POLICY_A};
 
 /// `toolgate serve DIR --decision-log-url URL --log all EXTRA`.
 fn shipping(dir: &std::path::Path, url: &str, extra: &[&str]) -> Toolgate {

@@ -21,10 +21,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use toolgate_engine::{Facts, Policy, ToolDef};
 
-mod bundle_support;
-mod server_support;
-mod signal_support;
-use signal_support::{caught_signals, HUP_INT_TERM, SIGHUP};
+use crate::signal_support::{caught_signals, HUP_INT_TERM, SIGHUP};
+use crate::{bundle_support, server_support};
 
 const POLICY: &str = r#"
 module mcp_test

@@ -4,8 +4,7 @@
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
-mod binary_support;
-use binary_support::{run, text};
+use crate::binary_support::{run, text};
 use toolgate_tests::{example_path, repo_root, EXAMPLES};
 
 fn scratch(name: &str, contents: &str) -> PathBuf {

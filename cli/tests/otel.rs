@@ -5,10 +5,8 @@
 
 use serde_json::{json, Value};
 
-mod bundle_support;
-mod server_support;
-use bundle_support::*;
-use server_support::{attr, batch, get_json, http, spans, POLICY_A};
+use crate::bundle_support::*;
+use crate::server_support::{attr, batch, get_json, http, spans, POLICY_A};
 
 #[test]
 fn a_decision_span_continues_the_callers_trace_with_one_event_per_call() {

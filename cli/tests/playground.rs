@@ -9,8 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-mod server_support;
-use server_support::*;
+use crate::server_support::*;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -5,8 +5,7 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-mod binary_support;
-use binary_support::{run, stderr, stdout};
+use crate::binary_support::{run, stderr, stdout};
 use toolgate_tests::example_path;
 
 /// A fresh scratch directory for one test, with `files` written into it.

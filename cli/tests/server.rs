@@ -8,10 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-mod server_support;
-mod signal_support;
-use server_support::*;
-use signal_support::{caught_signals, HUP_INT_TERM};
+use crate::server_support::*;
+use crate::signal_support::{caught_signals, HUP_INT_TERM};
 
 #[test]
 fn every_endpoint_and_error_status() {

@@ -8,8 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-mod server_support;
-use server_support::*;
+use crate::server_support::*;
 
 const OTHER: &str = "module other\nread look\nstage main { tools [look] }\n";
 

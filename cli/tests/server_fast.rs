@@ -6,8 +6,7 @@
 use serde_json::{json, Value};
 use std::process::Command;
 
-mod server_support;
-use server_support::*;
+use crate::server_support::*;
 
 const LATCHED: &str = "module gate\nwrite send\ningest fetch\nread look\nstage main { tools [look, send, fetch] }\nlatch untrusted { set_by ingest blocks write }\nlatch manual { set_by look blocks fetch }\n";
 const OTHER: &str = "module other\nread look\nstage main { tools [look] }\n";

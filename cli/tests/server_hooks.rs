@@ -3,8 +3,7 @@
 
 use serde_json::{json, Value};
 
-mod server_support;
-use server_support::*;
+use crate::server_support::*;
 
 const CODING: &str = "module coding\nwrite Write, Bash\ningest WebFetch\nread Read\nstage work { tools [Write, Bash, WebFetch, Read] }\nlatch untrusted { set_by ingest blocks write }\nrule pr_after_read for Bash { require called_before(Read) on_missing deny }\n";
 

@@ -3,8 +3,7 @@
 //! connections, malformed HTTP. Every refusal has a JSON body and is counted in /metrics.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod server_support;
-use server_support::*;
+use crate::server_support::*;
 
 use serde_json::{json, Value};
 use std::io::{Read, Write};

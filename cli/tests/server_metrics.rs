@@ -3,8 +3,7 @@
 //! `toolgate_policy_info{policy,revision}` names what is serving.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod server_support;
-use server_support::*;
+use crate::server_support::*;
 
 use serde_json::json;
 use std::collections::HashMap;

@@ -7,8 +7,7 @@ use serde_json::{json, Value};
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
-mod server_support;
-use server_support::*;
+use crate::server_support::*;
 
 /// `[search_aws_docs, grade_attempt]` in stage `coach`: the latch must deny the grade.
 fn ingest_then_write() -> Value {

@@ -2,8 +2,7 @@
 //! requests makes a batch of a latched turn be judged unlatched (issue 11, section 3).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod server_support;
-use server_support::*;
+use crate::server_support::*;
 
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -3,16 +3,12 @@
 //! that is down, restarted or slow makes the server fail closed with kind `state`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "server_state/cluster.rs"]
 mod cluster;
-#[path = "server_state/hooks.rs"]
 mod hooks;
-mod redis_support;
-mod server_support;
-#[path = "server_state/tls.rs"]
 mod tls;
-use redis_support::{redis_available, Redis};
-use server_support::*;
+
+use crate::redis_support::{redis_available, Redis};
+use crate::server_support::*;
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};

@@ -5,10 +5,8 @@
 //! does not load.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod server_support;
-
+use crate::server_support::{get_json, http, post_json, serve_refused, start, temp_dir};
 use serde_json::{json, Value};
-use server_support::{get_json, http, post_json, serve_refused, start, temp_dir};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

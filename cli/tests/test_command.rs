@@ -5,8 +5,7 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-mod binary_support;
-use binary_support::{run, stdout};
+use crate::binary_support::{run, stdout};
 use toolgate_tests::{example_path, EXAMPLES};
 
 fn examples_dir() -> PathBuf {

@@ -5,11 +5,9 @@
 //! there, and each driver says which ones in [`Surface::can`].
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod redis_support;
-mod server_support;
-use redis_support::{redis_available, Redis};
+use crate::redis_support::{redis_available, Redis};
+use crate::server_support::*;
 use serde_json::{json, Value};
-use server_support::*;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

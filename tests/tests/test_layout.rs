@@ -1,7 +1,7 @@
-//! One integration-test binary per crate (issue 23): `toolgate-tests` and `toolgate-server`
-//! build only `tests/main.rs` (`autotests = false`), which declares each topic file as a
-//! module. A `tests/*.rs` file it does not declare would never be compiled nor run, with no
-//! warning; this fails for one.
+//! One integration-test binary per crate (issue 23): `toolgate-tests`, `toolgate-server` and
+//! `toolgate` (cli/) build only `tests/main.rs` (`autotests = false`), which declares each
+//! topic file as a module. A `tests/*.rs` file it does not declare would never be compiled nor
+//! run, with no warning; this fails for one.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeSet;
@@ -18,7 +18,7 @@ fn declared(main: &str) -> BTreeSet<String> {
 #[test]
 fn every_test_file_is_a_module_of_the_one_binary() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for krate in ["tests", "server"] {
+    for krate in ["tests", "server", "cli"] {
         let dir = root.join(krate).join("tests");
         let main = std::fs::read_to_string(dir.join("main.rs")).unwrap();
         let modules = declared(&main);

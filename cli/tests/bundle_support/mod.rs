@@ -5,6 +5,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Python's `http.server` with the handlers of `services.py`; killed on drop.
@@ -144,8 +145,12 @@ pub fn policy_and_www(tag: &str, text: &str) -> (PathBuf, PathBuf) {
     (dir, scratch(&format!("{tag}-www")))
 }
 
+/// A fresh directory. The test files are modules of one binary, so they share a process id:
+/// the sequence number keeps two tests that pass the same tag apart.
 fn scratch(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("toolgate-svc-{tag}-{}", std::process::id()));
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("toolgate-svc-{tag}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir

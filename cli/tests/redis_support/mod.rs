@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// A running `redis-server`.
@@ -80,8 +81,13 @@ impl Redis {
     }
 
     /// Starts a store in a fresh directory named after `tag`; `cluster` enables cluster mode.
+    /// The test files are modules of one binary, so they share a process id: the sequence
+    /// number keeps two stores started with the same tag apart.
     fn spawn(tag: &str, persist: bool, cluster: bool) -> Redis {
-        let dir = std::env::temp_dir().join(format!("toolgate-redis-{tag}-{}", std::process::id()));
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("toolgate-redis-{tag}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let mut r = Redis {

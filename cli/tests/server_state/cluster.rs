@@ -2,9 +2,9 @@
 //! section 2): each batch is one script on one shard, sessions spread over every shard, and a
 //! shard that lost its data is detected for its own sessions only.
 
-use super::redis_support::{redis_available, RedisCluster};
-use super::server_support::*;
 use super::{pair, verdicts, POLICY};
+use crate::redis_support::{redis_available, RedisCluster};
+use crate::server_support::*;
 use serde_json::{json, Value};
 
 /// A replica on `cluster`; `extra` flags after the cluster URL.

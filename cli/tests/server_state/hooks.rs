@@ -4,8 +4,8 @@
 //! is down denies the agent's tool calls in the agent's own answer shape (HTTP 200), never
 //! an error the agent would run the tool on.
 
-use super::redis_support::{redis_available, Redis};
-use super::server_support::*;
+use crate::redis_support::{redis_available, Redis};
+use crate::server_support::*;
 use serde_json::{json, Value};
 
 pub(super) const CODING: &str = "module coding\nwrite Write, Bash\ningest WebFetch\nread Read\nstage work { tools [Write, Bash, WebFetch, Read] }\nlatch untrusted { set_by ingest blocks write }\nrule pr_after_read for Bash { require called_before(Read) on_missing deny }\n";

@@ -3,9 +3,9 @@
 //! certificate (`--state-cert`, `--state-key`). A store whose certificate cannot be verified
 //! is a store that cannot be reached: calls a latch can block are denied (kind `state`).
 
-use super::redis_support::{redis_available, Redis};
-use super::server_support::*;
 use super::{call, decide, pair, verdicts, POLICY};
+use crate::redis_support::{redis_available, Redis};
+use crate::server_support::*;
 use serde_json::json;
 use std::path::Path;
 
