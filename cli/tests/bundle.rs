@@ -590,14 +590,14 @@ fn without_a_key_a_bundle_needs_insecure_unsigned() {
 fn a_bundle_server_that_is_down_is_reported_and_picked_up_once_it_is_up() {
     let fx = Fixture::new("down");
     fx.publish(&fx.build("keys"));
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}/bundle.tar.gz");
+    let down = Down::new();
+    let url = format!("http://127.0.0.1:{}/bundle.tar.gz", down.port());
     let tg = fx.serve_url(&url, &["--poll-s", "1"], &[]);
     let a = &tg.addr;
     assert_unavailable(a, &["unreachable"]);
     assert!(fetches(a, "unreachable") >= 1.0);
 
-    let _www = Services::start(&fx.www(), port);
+    let _www = down.up(&fx.www());
     wait_for("the bundle once its server is up", || {
         get_json(a, "/health").0 == 200
     });

@@ -33,8 +33,8 @@ fn received(services: &str) -> Value {
 #[test]
 fn events_reach_the_collector_in_opa_format_after_it_comes_up() {
     let (dir, www) = policy_and_www("ship-updown", POLICY_A);
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}/logs");
+    let down = Down::new();
+    let url = format!("http://127.0.0.1:{}/logs", down.port());
     let tg = shipping(&dir, &url, &[]);
     let a = &tg.addr;
     let mut responses = Vec::new();
@@ -53,7 +53,7 @@ fn events_reach_the_collector_in_opa_format_after_it_comes_up() {
     });
     assert_eq!(counter(a, "toolgate_decision_log_shipped_total"), 0.0);
 
-    let services = Services::start(&www, port);
+    let services = down.up(&www);
     wait_for("three events at the receiver", || {
         received(&services.addr)["events"].as_array().unwrap().len() >= 3
     });

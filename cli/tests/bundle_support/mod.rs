@@ -62,10 +62,64 @@ impl Services {
     }
 }
 
-/// A loopback port nothing listens on (bound, then released).
-pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+/// A loopback port whose server is down: it is held (so no other test, all running in one
+/// process, can be given it) and every connection to it is closed at once, as a receiver that
+/// fails; [`Down::up`] starts the services there. A port merely found free and released could
+/// be handed to another test's server in the meantime, which would answer for the one that
+/// is meant to be down.
+pub struct Down {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    closer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Down {
+    /// Holds a fresh port.
+    pub fn new() -> Down {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        let closer = std::thread::spawn(move || {
+            while !stopping.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((conn, _)) => drop(conn),
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        Down {
+            port,
+            stop,
+            closer: Some(closer),
+        }
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Releases the port and starts the services on it, serving `root`.
+    pub fn up(mut self, root: &Path) -> Services {
+        self.release();
+        Services::start(root, self.port)
+    }
+
+    fn release(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(closer) = self.closer.take() {
+            let _ = closer.join();
+        }
+    }
+}
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 /// A running `toolgate serve` with the given flags; killed on drop.
