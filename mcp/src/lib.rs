@@ -98,6 +98,58 @@ pub struct Config {
     pub decisions: Option<Arc<Decisions>>,
 }
 
+/// Why no stage could be chosen for the proxy's calls ([`choose_stage`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StageError {
+    /// The stage asked for is not one the policy defines.
+    #[error("policy `{module}` defines no stage `{asked}`; {}", listed(.stages))]
+    Unknown {
+        /// The policy's module.
+        module: String,
+        /// The stage asked for.
+        asked: String,
+        /// The stages it defines.
+        stages: Vec<String>,
+    },
+    /// None was asked for, and the policy does not have exactly one.
+    #[error("give --stage: policy `{module}` does not have exactly one stage ({})", listed(.stages))]
+    NotOne {
+        /// The policy's module.
+        module: String,
+        /// The stages it defines.
+        stages: Vec<String>,
+    },
+}
+
+/// `its stages are `a`, `b`` or `it defines none`.
+fn listed(stages: &[String]) -> String {
+    if stages.is_empty() {
+        return "it defines none".into();
+    }
+    let names: Vec<String> = stages.iter().map(|n| format!("`{n}`")).collect();
+    format!("its stages are {}", names.join(", "))
+}
+
+/// The stage the proxy's calls are judged in: `asked` if the policy defines it, else the
+/// policy's only stage. Guessing among several would judge calls in a stage nobody chose.
+pub fn choose_stage(policy: &Policy, asked: Option<&str>) -> Result<String, StageError> {
+    let stages: Vec<String> = policy.stages().map(str::to_string).collect();
+    let module = policy.module().to_string();
+    match asked {
+        Some(name) if stages.iter().any(|s| s == name) => Ok(name.to_string()),
+        Some(name) => Err(StageError::Unknown {
+            module,
+            asked: name.to_string(),
+            stages,
+        }),
+        None => match stages.as_slice() {
+            [only] => Ok(only.clone()),
+            _ => Err(StageError::NotOne { module, stages }),
+        },
+    }
+}
+
 /// The MCP server side of the proxy: one per client connection.
 pub struct Proxy {
     config: Arc<Config>,

@@ -192,7 +192,8 @@ fn configure(args: &Args) -> Result<Config, String> {
     let text = read_input(&args.policy)?;
     let policy = compile_file(&args.policy, &text)
         .map_err(|e| format!("policy does not compile\n{}", e.render().trim_end()))?;
-    let stage = choose_stage(&policy, args.stage.as_deref())?;
+    let stage =
+        toolgate_mcp::choose_stage(&policy, args.stage.as_deref()).map_err(|e| e.to_string())?;
     let facts = match &args.facts {
         Some(path) => read_facts(&policy, path)?,
         None => Facts::default(),
@@ -215,43 +216,6 @@ fn configure(args: &Args) -> Result<Config, String> {
         call_timeout: args.call_timeout,
         decisions: None,
     })
-}
-
-/// The stage calls are judged in: `--stage` if the policy defines it, else the policy's only
-/// stage. Guessing among several would judge calls in a stage nobody chose.
-fn choose_stage(policy: &Policy, flag: Option<&str>) -> Result<String, String> {
-    let stages: Vec<&str> = policy.stages().collect();
-    let listed = || {
-        if stages.is_empty() {
-            "it defines none".to_string()
-        } else {
-            format!("its stages are {}", quoted(&stages))
-        }
-    };
-    match flag {
-        Some(name) if stages.contains(&name) => Ok(name.to_string()),
-        Some(name) => Err(format!(
-            "policy `{}` defines no stage `{name}`; {}",
-            policy.module(),
-            listed()
-        )),
-        None => match stages.as_slice() {
-            [only] => Ok((*only).to_string()),
-            _ => Err(format!(
-                "give --stage: policy `{}` does not have exactly one stage ({})",
-                policy.module(),
-                listed()
-            )),
-        },
-    }
-}
-
-fn quoted(names: &[&str]) -> String {
-    names
-        .iter()
-        .map(|n| format!("`{n}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Reads `--facts`: a JSON object with the decision request's `facts` schema, less the facts
@@ -278,33 +242,27 @@ fn read_facts(policy: &Policy, path: &str) -> Result<Facts, String> {
     Ok(facts)
 }
 
-/// Parses `30s`, `500ms`, `2m`, `1h` or a bare number of seconds.
+/// Parses `30s`, `500ms`, `2m`, `1h` (humantime's units and forms) or a bare number of
+/// seconds, from above 0 to 24 hours.
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(at) => text.split_at(at),
-        None => (text, "s"),
+    let bare = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    let parsed = if bare {
+        text.parse()
+            .map(Duration::from_secs)
+            .map_err(|e| e.to_string())
+    } else {
+        humantime::parse_duration(text).map_err(|e| e.to_string())
     };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration (try `30s`, `500ms`, `2m`)"))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => {
-            return Err(format!(
-                "unknown unit `{unit}` in `{text}` (use ms, s, m or h)"
-            ))
-        }
-    };
-    if !(seconds > 0.0 && seconds <= 86_400.0) {
-        return Err(format!(
+    match parsed {
+        Ok(d) if !d.is_zero() && d <= Duration::from_secs(86_400) => Ok(d),
+        Ok(_) => Err(format!(
             "`{text}` is out of range: give more than 0 and at most 24 hours"
-        ));
+        )),
+        Err(e) => Err(format!(
+            "`{text}` is not a duration ({e}; try `30s`, `500ms`, `2m`)"
+        )),
     }
-    Ok(Duration::from_secs_f64(seconds))
 }
 
 #[cfg(test)]
