@@ -1,7 +1,8 @@
 // Drives the playground page in a real browser (Debian's chromium through playwright-core):
 // edits the policy into one that does not compile and sees the diagnostic highlighted, fixes
-// it and sees the decisions with their refusal texts, the explain trace and the offer, then
-// saves a screenshot. Any failure exits non-zero with the reason.
+// it and sees the decisions with their refusal texts, the explain trace and the offer, saves
+// a screenshot, then approves a call the policy asks about. Any failure exits non-zero with
+// the reason.
 //
 //   node playground.mjs BASE_URL SCREENSHOT_PATH
 //
@@ -27,6 +28,27 @@ rule no_cc for send_email {
 `;
 
 const FIXED = BROKEN.replace("send_email, serch]", "send_email]");
+
+// Mail to the boss asks a person first; other mail does not.
+const ASKS = `module demo
+
+write  send_email
+read   search
+
+stage main { tools [search, send_email] }
+
+rule careful for send_email {
+  ask when args.to == "boss@example.com"
+}
+`;
+
+const ASK_REQUEST = `{
+  "facts": { "stage": "main" },
+  "calls": [
+    { "id": "c1", "tool": "send_email", "args": { "to": "boss@example.com" } },
+    { "id": "c2", "tool": "send_email", "args": { "to": "a@example.com" } }
+  ]
+}`;
 
 const REQUEST = `{
   "facts": { "stage": "main" },
@@ -106,7 +128,26 @@ try {
   mkdirSync(dirname(screenshot), { recursive: true });
   await page.screenshot({ path: screenshot, fullPage: true });
 
-  // 4. `?policy=MODULE` opens a loaded policy's own text (the server serves module `gate`).
+  // 4. A call the policy asks about shows as "ask" with an approve button; approving adds its
+  // digest to the request's facts.approvals, and exactly that call is then allowed.
+  await page.fill("#policy", ASKS);
+  await page.fill("#request", ASK_REQUEST);
+  await page.locator("#status.ok", { hasText: "module demo" }).waitFor({ timeout: 15000 });
+  await page.locator("#decisions td.ask").waitFor({ timeout: 15000 });
+  assert.equal(await rows.count(), 2);
+  assert.equal(await rows.nth(0).locator("td").nth(2).innerText(), "ask");
+  assert.equal(await rows.nth(1).locator("td").nth(2).innerText(), "allow");
+  assert.match(await rows.nth(0).locator("td.refusal").innerText(), /Approval needed/);
+  assert.match(await page.locator("#explain").innerText(), /c1 send_email: ask/);
+  await rows.nth(0).locator("button.approve").click();
+  await page.locator("#decisions td.ask").waitFor({ state: "detached", timeout: 15000 });
+  assert.equal(await rows.nth(0).locator("td").nth(2).innerText(), "allow");
+  assert.equal(await rows.nth(0).locator("td").nth(3).innerText(), "approved");
+  const approved = JSON.parse(await page.$eval("#request", (t) => t.value));
+  assert.equal(approved.facts.approvals.length, 1);
+  assert.match(approved.facts.approvals[0], /^ap1:[0-9a-f]{64}$/);
+
+  // 5. `?policy=MODULE` opens a loaded policy's own text (the server serves module `gate`).
   const other = await browser.newPage();
   other.on("pageerror", (e) => problems.push("page error: " + e.message));
   await other.goto(base + "/playground?policy=gate", { waitUntil: "load" });

@@ -137,20 +137,48 @@ function showDiagnostics(list) {
   highlight(list);
 }
 
+// A decision in one word: allow, ask (it runs once a person approves exactly this call) or
+// deny; the server's own words (toolgate_server::decision_word).
+function outcome(d) {
+  return d.allow ? "allow" : d.kind === "ask" ? "ask" : "deny";
+}
+
+// Approves exactly the call that asked, as a person would: its digest goes into the
+// request's `facts.approvals`, and the request runs again.
+function approve(digest) {
+  let request;
+  try {
+    request = JSON.parse($("request").value);
+  } catch (e) {
+    return;
+  }
+  if (request === null || typeof request !== "object") return;
+  request.facts = request.facts && typeof request.facts === "object" ? request.facts : {};
+  const given = Array.isArray(request.facts.approvals) ? request.facts.approvals : [];
+  if (!given.includes(digest)) given.push(digest);
+  request.facts.approvals = given;
+  $("request").value = JSON.stringify(request, null, 2) + "\n";
+  run();
+}
+
 function showDecisions(response) {
   const body = $("decisions").tBodies[0];
   body.replaceChildren();
   for (const d of response ? response.decisions : []) {
+    const word = outcome(d);
+    const asks = word === "ask" && d.approval;
+    const button = asks ? el("button", { type: "button", class: "approve", title: d.approval }, "approve") : null;
+    if (button) button.addEventListener("click", () => approve(d.approval));
     body.append(
       el(
         "tr",
         {},
         el("td", {}, d.id),
         el("td", {}, d.tool),
-        el("td", { class: d.allow ? "allow" : "deny" }, d.allow ? "allow" : "deny"),
-        el("td", {}, d.kind || ""),
+        el("td", { class: word }, word),
+        el("td", {}, d.kind || (d.allow && d.approval ? "approved" : "")),
         el("td", {}, d.rule || ""),
-        el("td", { class: "refusal" }, d.reason || "")
+        el("td", { class: "refusal" }, d.reason || "", button)
       )
     );
   }
@@ -173,7 +201,7 @@ function showExplain(explain) {
       );
     }
     out.append(
-      el("div", { class: "call" }, el("strong", {}, `${d.id} ${d.tool}: ${d.allow ? "allow" : "deny"}`), ol)
+      el("div", { class: "call" }, el("strong", {}, `${d.id} ${d.tool}: ${outcome(d)}`), ol)
     );
   }
 }
