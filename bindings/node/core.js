@@ -137,6 +137,8 @@ const own = {
   latchesText: State.latchesText,
   recordedText: State.recordedText,
   recordCall: State.recordCall,
+  recordOutputText: State.recordOutputText,
+  setPrompt: State.setPrompt,
 };
 define(State, 'signal', function (policy, id) {
   call(this, own.signal, [checkPolicy(policy), idText(id)]);
@@ -168,6 +170,25 @@ define(State, 'recorded', function (policy, turn) {
 define(State, 'recordCall', function (tool, ok, turn) {
   if (typeof tool !== 'string') throw new TypeError('recordCall: tool must be a string');
   call(this, own.recordCall, [tool, Boolean(ok), idText(turn)]);
+});
+// An output is any JSON value (a string is a string output, not JSON text); one that is not
+// JSON data is refused, so the turn's outputs stay incomplete and a check reading them denies.
+define(State, 'recordOutput', function (policy, callId, tool, output, turn) {
+  checkPolicy(policy);
+  if (typeof tool !== 'string') throw new TypeError('recordOutput: tool must be a string');
+  if (callId === undefined || callId === null) throw new TypeError('recordOutput: callId is missing');
+  let text;
+  try {
+    text = JSON.stringify(output, strict);
+  } catch (e) {
+    throw new TypeError(`recordOutput: the output is not JSON data: ${e.message}`);
+  }
+  if (text === undefined) throw new TypeError('recordOutput: the output is not JSON data');
+  call(this, own.recordOutputText, [policy, String(callId), tool, text, idText(turn)]);
+});
+define(State, 'setPrompt', function (prompt) {
+  if (typeof prompt !== 'string') throw new TypeError('setPrompt: prompt must be a string');
+  call(this, own.setPrompt, [prompt]);
 });
 for (const [name, native_] of [['latched', 'latchedText'], ['called', 'calledText']]) {
   Object.defineProperty(State, name, {

@@ -165,6 +165,19 @@ export declare class TurnState {
    * A call of a turn the session does not know is kept undated; recording never starts a turn.
    */
   recordCall(tool: string, ok: boolean, turn?: string): void;
+  /**
+   * Records the output of call `callId` of `tool` in turn `turn` (default: the current one),
+   * for the `facts.outputs` of the turn's later batches (`from ingest`, a latch's `blocks
+   * tainted`). A string is a string output. Until every allowed call whose output the policy
+   * reads as untrusted has its output recorded, the turn's outputs are not sent, and a check
+   * that reads them denies. Throws TypeError for an output that is not JSON data.
+   */
+  recordOutput(policy: Policy, callId: string, tool: string, output: Json, turn?: string): void;
+  /**
+   * Keeps the user's message of the current turn, sent as `facts.prompt` with the turn's
+   * later batches (`from prompt`).
+   */
+  setPrompt(prompt: string): void;
   /** The latches a call of `turn` would be judged with now, in a response's shape. */
   latches(policy: Policy, turn?: string): LatchState;
   /** The calls recorded in `turn` (default: the current one), undated. */
@@ -188,6 +201,8 @@ export interface TurnOptions {
    * `performance.now`). Tests inject their own to expire an approval.
    */
   clock?: () => number;
+  /** The user's message that started the turn, sent as `facts.prompt` (`from prompt`). */
+  prompt?: string;
 }
 
 /**
@@ -229,8 +244,11 @@ export declare class Turn {
   decideOne(call: Call): Decision;
   /** The verdict the model message `batch` (default: the last) kept for this very call, once; else null. */
   batchDecision(callId: string | undefined, tool: string, args: { [key: string]: Json } | string, batch?: string): Decision | null;
-  /** Records a dispatched call's outcome, dated by this turn however late it comes. */
-  record(tool: string, ok: boolean): void;
+  /**
+   * Records a dispatched call's outcome, dated by this turn however late it comes; with
+   * `callId` and `output`, the tool's answer for the turn's later provenance checks.
+   */
+  record(tool: string, ok: boolean, result?: { callId: string; output: Json }): void;
   /** `facts.called` for an executor that carries history itself: every entry one turn older. */
   history(): CalledEntry[];
   /** The session's next user turn. */

@@ -79,11 +79,15 @@ class Turn {
    * @param options `state`: the session (a `TurnState`; default: a session of its own);
    *   `id`: the turn's id in it (the framework's turn id; default: a new one); `clock`: the
    *   monotonic clock approvals are timed by, a function answering milliseconds (default
-   *   `performance.now`; tests inject their own).
+   *   `performance.now`; tests inject their own); `prompt`: the user's message that started
+   *   the turn, sent as `facts.prompt` (`from prompt`).
    */
   constructor(policy, facts = {}, options = {}) {
     this.#policy = checkPolicy(policy);
-    const { state, id, clock } = options || {};
+    const { state, id, clock, prompt } = options || {};
+    if (prompt !== undefined && prompt !== null && typeof prompt !== 'string') {
+      throw new TypeError('a Turn\'s prompt is the user\'s message, a string');
+    }
     if (state !== undefined && state !== null && !(state instanceof TurnState)) {
       throw new TypeError('a Turn\'s state is a toolgate TurnState');
     }
@@ -109,6 +113,7 @@ class Turn {
       // refused) with that reason, since its id stays unknown.
       if (!(e instanceof TurnError)) throw e;
     }
+    if (typeof prompt === 'string') this.#state.setPrompt(prompt);
     if (rest.latched !== undefined && rest.latched !== false) {
       // Record the executor's latches now, so `latched` shows them before any call. A state
       // the policy refuses (an undeclared latch name) throws at every judgement instead.
@@ -265,10 +270,16 @@ class Turn {
 
   /**
    * Records that a dispatched call of this turn finished (`ok` false when the tool failed),
-   * for `called_before` and `called_within` rules; dated by this turn, however late.
+   * for `called_before` and `called_within` rules; dated by this turn, however late. With
+   * `callId` and `output` (what the tool answered, any JSON value), the output is kept for the
+   * turn's later provenance checks (`from ingest`, a latch's `blocks tainted`): until every
+   * allowed call whose output the policy reads as untrusted has it recorded, those checks deny.
    */
-  record(tool, ok) {
+  record(tool, ok, { callId, output } = {}) {
     this.#state.recordCall(tool, Boolean(ok), this.#id);
+    if (output !== undefined) {
+      this.#state.recordOutput(this.#policy, callId, tool, output, this.#id);
+    }
   }
 
   #judge(calls, batch) {

@@ -25,7 +25,7 @@
 //! `index.js` gives the object forms (`judge`, `decision`, `latches`, ...).
 
 use crate::{request_error, Policy};
-use napi::Error;
+use napi::{Error, Status};
 use napi_derive::napi;
 use serde::Serialize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -182,6 +182,37 @@ impl TurnState {
             batch.as_deref(),
         )?;
         serde_json::to_string(&found).ok()
+    }
+
+    /// Records the output of call `call_id` of `tool` in turn `turn` (default: the current
+    /// one), given as JSON text, for the `facts.outputs` of the turn's later batches (`from
+    /// ingest`, a latch's `blocks tainted`). Text that is not JSON is refused (the output is
+    /// not recorded, so the turn's outputs stay incomplete and a check that reads them denies).
+    #[napi(js_name = "recordOutputText")]
+    pub fn record_output_text(
+        &mut self,
+        policy: &Policy,
+        call_id: String,
+        tool: String,
+        output: String,
+        turn: Option<String>,
+    ) -> Result<(), Error> {
+        let output = toolgate_engine::parse_json(&output).map_err(|e| {
+            Error::new(
+                Status::InvalidArg,
+                format!("recordOutput: the output is not JSON: {e}"),
+            )
+        })?;
+        self.inner
+            .record_output(&policy.inner, &call_id, &tool, output, turn.as_deref());
+        Ok(())
+    }
+
+    /// Keeps the user's message of the current turn, sent as `facts.prompt` with the turn's
+    /// later batches (`from prompt`, and to vouch for a value the user typed).
+    #[napi(js_name = "setPrompt")]
+    pub fn set_prompt(&mut self, prompt: String) {
+        self.inner.set_prompt(&prompt);
     }
 
     /// Records that `tool` ran (`ok`: it succeeded) in turn `turn` (default: the current
