@@ -250,7 +250,7 @@ impl<'a> Judge<'a> {
         let request = Request::new(facts, vec![Call::new(call_id, tool, args.clone())]);
         let response = self.policy.decide(&request);
         if response.decisions.first().is_some_and(|d| d.allow) {
-            state.expect_output(self.policy, &placed, tool);
+            state.expect_output(self.policy, &placed, call_id, tool, args);
         }
         // An allowed setter latches the turn now, so every later call in it is judged latched.
         state.latch(self.policy, &placed, tool, &response.latched);

@@ -111,7 +111,8 @@ impl EmbeddedTurns {
         let response = policy.decide(&request);
         for (call, d) in request.calls.iter().zip(&response.decisions) {
             if d.allow {
-                self.turns.expect_output(policy, &placed, &call.tool);
+                self.turns
+                    .expect_output(policy, &placed, &call.id, &call.tool, &call.args);
             }
         }
         if self.record_latches(policy, &placed, &request.calls, &response.latched) {

