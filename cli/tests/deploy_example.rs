@@ -2,16 +2,10 @@
 //! Redis and two replicas start, and a latch set through one replica holds on the other.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::redis_support::redis_available;
+use crate::redis_support::{free_port, redis_available};
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
-
-fn free_port() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port().to_string()
-}
 
 #[test]
 fn the_deploy_example_starts_redis_and_two_replicas_that_share_a_latch() {
@@ -23,9 +17,9 @@ fn the_deploy_example_starts_redis_and_two_replicas_that_share_a_latch() {
         .arg(root.join("examples/deploy/up.sh"))
         .arg("--check")
         .env("TOOLGATE", env!("CARGO_BIN_EXE_toolgate"))
-        .env("REDIS_PORT", free_port())
-        .env("PORT_A", free_port())
-        .env("PORT_B", free_port())
+        .env("REDIS_PORT", free_port().to_string())
+        .env("PORT_A", free_port().to_string())
+        .env("PORT_B", free_port().to_string())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -1016,11 +1016,9 @@ fn start_up_refuses_what_it_cannot_judge_with() {
         err.contains("https://127.0.0.1:1/mcp: the upstream URL must start with `http://`"),
         "{err}"
     );
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let url = format!("http://{closed}/mcp");
+    // A port held by the test that closes every connection: nothing there speaks MCP.
+    let closed = bundle_support::Down::new();
+    let url = format!("http://127.0.0.1:{}/mcp", closed.port());
     let err = start_fails(&s, &["--upstream", &url, "--connect-timeout", "5s"], &[]);
     assert!(
         err.contains(&format!(
@@ -1347,12 +1345,8 @@ fn over_http_each_session_keeps_its_own_latch_and_a_sessionless_request_is_refus
         return;
     }
     let s = Setup::new("http");
-    // The upstream server on a free port.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // The upstream server on a free port (one no other test's `bind(0)` is given).
+    let port = crate::redis_support::free_port();
     let _upstream = Killed(
         Command::new("python3")
             .arg(here().join("server.py"))

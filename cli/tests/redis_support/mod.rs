@@ -65,7 +65,21 @@ pub fn redis_available() -> bool {
     found
 }
 
-fn free_port() -> u16 {
+/// A loopback port for a server a test starts later (a redis-server, a replica). It is
+/// chosen below the kernel's ephemeral range (`ip_local_port_range`, 32768 up by default),
+/// where no `bind(0)` of another test (every test of the crate runs in one process) is
+/// handed it meanwhile; ports from `bind(0)` could be. Each call gives another port, and a
+/// starter still tries again on another one if the port was taken after all.
+pub fn free_port() -> u16 {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let seed = std::process::id() as usize * 7_919;
+    for _ in 0..12_000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 20_000 + ((seed + n * 13) % 12_000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -98,8 +112,22 @@ impl Redis {
             tls: None,
             cluster: cluster.then(free_port),
         };
-        r.restart();
-        r
+        // A port found free may be taken by another test's server before redis binds it
+        // (every test of the crate runs in one process): the store then exits at once, and
+        // it is started again on fresh ports.
+        let mut tries = 0;
+        loop {
+            if r.try_start() {
+                return r;
+            }
+            tries += 1;
+            assert!(
+                tries < 5,
+                "redis-server did not start on five pairs of free ports"
+            );
+            r.port = free_port();
+            r.cluster = cluster.then(free_port);
+        }
     }
 
     /// Starts a store that also listens with TLS (a certificate for 127.0.0.1 signed by a
@@ -137,6 +165,12 @@ impl Redis {
 
     /// Starts the store again on the same port and waits until it answers.
     pub fn restart(&mut self) {
+        assert!(self.try_start(), "redis-server did not start");
+    }
+
+    /// Starts the store on its ports and waits until it answers; false when it exited before
+    /// it did (a port was taken).
+    fn try_start(&mut self) -> bool {
         self.kill();
         let mut cmd = Command::new("redis-server");
         cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
@@ -175,9 +209,29 @@ impl Redis {
         );
         let deadline = Instant::now() + Duration::from_secs(20);
         while self.command(&["PING"]).as_deref() != Some("+PONG") {
+            let exited = self
+                .child
+                .as_mut()
+                .is_some_and(|c| c.try_wait().ok().flatten().is_some());
+            if exited {
+                self.child = None;
+                return false;
+            }
             assert!(Instant::now() < deadline, "redis-server did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
+        // The answer must be this store's, not another test's that holds the port.
+        let pid = self.child.as_ref().map_or(0, |c| c.id());
+        let ours = format!("process_id:{pid}");
+        if !self
+            .cli(&["INFO", "server"])
+            .lines()
+            .any(|l| l.trim() == ours)
+        {
+            self.kill();
+            return false;
+        }
+        true
     }
 
     /// Sends one command; the first line of the reply, or `None` when the store cannot be
