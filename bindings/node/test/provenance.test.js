@@ -108,3 +108,36 @@ test('the AI SDK adapter records outputs, so blocks tainted refuses the injected
   await generateText({ model, tools: guardTools(turn, tools), prompt: 'go', stopWhen: stepCountIs(5) });
   assert.deepEqual(sent, ['boss@ours.example']);
 });
+
+// The MCP client guard records each result as the client got it: an inbox read over MCP
+// vouches for the user's recipient and taints the injected one.
+test('the MCP client guard records results, so blocks tainted refuses the injected recipient', async () => {
+  const { McpServer } = require('@modelcontextprotocol/sdk/server/mcp.js');
+  const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
+  const { InMemoryTransport } = require('@modelcontextprotocol/sdk/inMemory.js');
+  const { z } = require('zod');
+  const { guardClient } = require('../adapters/mcp.js');
+  const sent = [];
+  const server = new McpServer({ name: 'mail', version: '1.0.0' });
+  server.registerTool('read_inbox', { description: 'inbox', inputSchema: {} }, async () => ({
+    content: [{ type: 'text', text: JSON.stringify(INBOX) }],
+  }));
+  server.registerTool('send_email', { description: 'send', inputSchema: { to: z.string() } }, async ({ to }) => {
+    sent.push(to);
+    return { content: [{ type: 'text', text: 'sent' }] };
+  });
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await server.connect(serverSide);
+  const client = new Client({ name: 'executor', version: '1.0.0' });
+  await client.connect(clientSide);
+  const turn = new Turn(policy, { stage: 'main' }, { prompt: 'Reply to the newest mail, cc boss@ours.example' });
+  const guarded = guardClient(client, turn);
+  await guarded.callTool({ name: 'read_inbox', arguments: {} });
+  const ok = await guarded.callTool({ name: 'send_email', arguments: { to: 'boss@ours.example' } });
+  assert.equal(ok.isError, undefined, JSON.stringify(ok));
+  const bad = await guarded.callTool({ name: 'send_email', arguments: { to: 'mark@evil.example' } });
+  assert.equal(bad.isError, true);
+  assert.equal(bad.structuredContent.toolgate.kind, 'provenance');
+  assert.deepEqual(sent, ['boss@ours.example']);
+  await server.close();
+});
