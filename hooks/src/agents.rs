@@ -7,6 +7,7 @@
 
 use super::{Answer, Event};
 use serde_json::{json, Map, Value};
+use toolgate_turns::NO_CALL_ID;
 
 /// The agents `toolgate hook` speaks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -247,7 +248,7 @@ fn claude_code(e: &Map<String, Value>) -> Result<Event, EventError> {
         "PreToolUse" => Event::BeforeTool {
             session: session()?,
             turn: opt_string(e, "prompt_id")?,
-            call_id: opt_string(e, "tool_use_id")?.unwrap_or_else(|| "call".into()),
+            call_id: opt_string(e, "tool_use_id")?.unwrap_or_else(|| NO_CALL_ID.into()),
             tool: string(e, "tool_name")?,
             args: args(e, "tool_input")?,
         },
@@ -286,7 +287,7 @@ fn gemini_cli(e: &Map<String, Value>) -> Result<Event, EventError> {
         "BeforeTool" => Event::BeforeTool {
             session: session()?,
             turn: None,
-            call_id: "call".into(),
+            call_id: NO_CALL_ID.into(),
             tool: string(e, "tool_name")?,
             args: args(e, "tool_input")?,
         },
@@ -338,7 +339,7 @@ fn cursor(e: &Map<String, Value>) -> Result<Event, EventError> {
         "beforeMCPExecution" | "preToolUse" => Event::BeforeTool {
             session: session()?,
             turn,
-            call_id: opt_string(e, "tool_use_id")?.unwrap_or_else(|| "call".into()),
+            call_id: opt_string(e, "tool_use_id")?.unwrap_or_else(|| NO_CALL_ID.into()),
             tool: string(e, "tool_name")?,
             args: args(e, "tool_input")?,
         },
@@ -347,7 +348,7 @@ fn cursor(e: &Map<String, Value>) -> Result<Event, EventError> {
             Event::BeforeTool {
                 session: session()?,
                 turn,
-                call_id: "call".into(),
+                call_id: NO_CALL_ID.into(),
                 tool: "shell".into(),
                 args: shell_args(),
             }
@@ -358,7 +359,7 @@ fn cursor(e: &Map<String, Value>) -> Result<Event, EventError> {
             Event::BeforeTool {
                 session: session()?,
                 turn,
-                call_id: "call".into(),
+                call_id: NO_CALL_ID.into(),
                 tool: "read_file".into(),
                 args: Value::Object(a),
             }
@@ -402,7 +403,7 @@ fn codex(e: &Map<String, Value>) -> Result<Event, EventError> {
         "PreToolUse" => Event::BeforeTool {
             session: session()?,
             turn: turn()?,
-            call_id: opt_string(e, "tool_use_id")?.unwrap_or_else(|| "call".into()),
+            call_id: opt_string(e, "tool_use_id")?.unwrap_or_else(|| NO_CALL_ID.into()),
             tool: string(e, "tool_name")?,
             args: args(e, "tool_input")?,
         },

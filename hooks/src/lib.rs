@@ -195,7 +195,7 @@ impl<'a> Judge<'a> {
                 // A post event without the result leaves the turn's outputs incomplete, so
                 // a check that reads them denies.
                 if let Some(output) = output {
-                    let id = call_id.as_deref().unwrap_or("call");
+                    let id = call_id.as_deref().unwrap_or(toolgate_turns::NO_CALL_ID);
                     state.record_output(self.policy, id, tool, output.clone(), turn.as_deref());
                 }
                 Answer::Nothing

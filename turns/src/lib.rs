@@ -32,7 +32,7 @@ mod store;
 pub use embedded::{EmbeddedTurns, MAX_BATCHES};
 pub use file::{Locked, StateDir, StateError, MAX_STATE_BYTES};
 pub use memory::{MapError, TurnsMap, TurnsMapLimits};
-pub use outputs::MAX_KEPT_OUTPUT_BYTES;
+pub use outputs::{MAX_KEPT_OUTPUT_BYTES, NO_CALL_ID};
 pub use session::{
     Called, NewIds, Placed, Placement, PolicyStamp, SessionTurns, TurnError, TurnKey, KEPT_TURNS,
     MAX_CALLED, MAX_FORGOTTEN, MAX_TURN_IDS,

@@ -22,6 +22,10 @@ use serde_json::{json, Value};
 /// turn keeps none, and its outputs are incomplete.
 pub const MAX_KEPT_OUTPUT_BYTES: usize = 1 << 20;
 
+/// The call id of an output recorded without one: the hooks' post-event of an agent that
+/// sends none, an executor that passes none.
+pub const NO_CALL_ID: &str = "call";
+
 /// The most calls one turn awaits the output of; past it the turn's outputs are incomplete.
 const MAX_AWAITED: usize = 4_096;
 
@@ -121,14 +125,22 @@ impl TurnOutputs {
     ///
     /// An untrusted output settles the oldest awaited call with its id and tool; one that
     /// matches no awaited call (its pre-event never came, or named another id) settles none,
-    /// so the calls still awaited keep the outputs incomplete.
+    /// so the calls still awaited keep the outputs incomplete. An output recorded without its
+    /// call's id ([`NO_CALL_ID`]: an agent's post-event without one, an executor that passes
+    /// none) settles the oldest awaited call of its tool, as outputs were counted before calls
+    /// were told apart.
     pub(crate) fn record(&mut self, call_id: &str, tool: &str, output: Value, untrusted: bool) {
         if untrusted {
-            if let Some(at) = self
+            let exact = self
                 .awaiting
                 .iter()
-                .position(|c| c.id == call_id && c.tool == tool)
-            {
+                .position(|c| c.id == call_id && c.tool == tool);
+            let settled = exact.or_else(|| {
+                (call_id == NO_CALL_ID)
+                    .then(|| self.awaiting.iter().position(|c| c.tool == tool))
+                    .flatten()
+            });
+            if let Some(at) = settled {
                 self.awaiting.remove(at);
             }
         }
@@ -241,6 +253,19 @@ mod tests {
         o.record("c1", "fetch", json!("b"), true);
         assert_eq!(o.fact(), None, "c2 still awaited");
         o.record("c2", "fetch", json!("c"), true);
+        assert!(o.fact().is_some());
+    }
+
+    #[test]
+    fn an_output_without_its_call_id_settles_the_oldest_awaited_call_of_its_tool() {
+        let mut o = TurnOutputs::starting(1);
+        o.expect(AwaitedCall::new("toolu_1", "fetch", &json!({"url": "a"})));
+        o.expect(AwaitedCall::new("toolu_2", "fetch", &json!({"url": "b"})));
+        o.record(NO_CALL_ID, "search", json!("x"), true);
+        assert_eq!(o.fact(), None, "another tool settles nothing");
+        o.record(NO_CALL_ID, "fetch", json!("a"), true);
+        assert_eq!(o.fact(), None, "one of two");
+        o.record(NO_CALL_ID, "fetch", json!("b"), true);
         assert!(o.fact().is_some());
     }
 
