@@ -8,6 +8,7 @@
 use super::clock::now_ms;
 use super::config::BundleSource;
 use super::http_client::error_chain;
+use super::loader::BundleRefused;
 use super::reload_gate::Source as GateSource;
 use super::reload_gate::{Installer, ReloadError};
 use super::ServerError;
@@ -340,62 +341,6 @@ pub async fn reload<H: Installer>(
     result
 }
 
-/// Why a downloaded bundle was not served. Each message names the bundle's URL; the serving
-/// set stays.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Refused {
-    /// Its signature, digest or archive did not verify (or it is over a bound).
-    #[error("bundle {url} refused: {source}")]
-    Unverified {
-        /// The bundle's URL.
-        url: String,
-        /// Why.
-        #[source]
-        source: bundle::BundleError,
-    },
-    /// It was built for another scope than the server's `--scope`.
-    #[error("bundle {url} refused: its scope is `{found}`, and this server serves scope `{serving}` (--scope)")]
-    Scope {
-        /// The bundle's URL.
-        url: String,
-        /// The bundle's scope.
-        found: String,
-        /// The server's.
-        serving: String,
-    },
-    /// Its serial is below `--min-serial`.
-    #[error("bundle {url} refused: serial {serial} is below --min-serial {min}")]
-    BelowMinimum {
-        /// The bundle's URL.
-        url: String,
-        /// The bundle's serial.
-        serial: u64,
-        /// `--min-serial`.
-        min: u64,
-    },
-    /// Its serial is not above the one serving (a rollback or a replay), and this reload may
-    /// not roll back.
-    #[error("bundle {url} refused: serial {serial} is not above serial {floor}, which is serving (a rollback or a replay); to apply an older bundle, start the server with --allow-rollback and reload explicitly (POST /v1/reload or SIGHUP)")]
-    NotNewer {
-        /// The bundle's URL.
-        url: String,
-        /// The bundle's serial.
-        serial: u64,
-        /// The serving bundle's serial.
-        floor: u64,
-    },
-    /// Its policies do not compile (or warn, under `--deny-warnings`).
-    #[error("bundle {url} refused: its policies do not compile:\n{source}")]
-    Compile {
-        /// The bundle's URL.
-        url: String,
-        /// The diagnostics.
-        #[source]
-        source: toolgate_loader::LoadError,
-    },
-}
-
 /// What a replica checks a downloaded bundle against, moved into the load task.
 struct Checks {
     key: Option<VerifyingKey>,
@@ -422,32 +367,32 @@ struct Served {
 
 impl Checks {
     /// Verifies the bundle, then its scope and serial, and only then compiles it.
-    fn open(&self, body: &[u8], next: u64) -> Result<(PolicySet, Served), Refused> {
+    fn open(&self, body: &[u8], next: u64) -> Result<(PolicySet, Served), BundleRefused> {
         let url = &self.url;
         // Verified first: nothing from the bundle is compiled before its signature holds.
         let verified = bundle::open(body, self.key.as_ref(), &self.limits).map_err(|source| {
-            Refused::Unverified {
+            BundleRefused::Unverified {
                 url: url.clone(),
                 source,
             }
         })?;
         let built = &verified.manifest.metadata.toolgate;
         if built.scope != self.scope {
-            return Err(Refused::Scope {
+            return Err(BundleRefused::Scope {
                 url: url.clone(),
                 found: built.scope.clone(),
                 serving: self.scope.clone(),
             });
         }
         if built.serial < self.min {
-            return Err(Refused::BelowMinimum {
+            return Err(BundleRefused::BelowMinimum {
                 url: url.clone(),
                 serial: built.serial,
                 min: self.min,
             });
         }
         if let Some(floor) = self.floor.filter(|f| built.serial <= *f && !self.rollback) {
-            return Err(Refused::NotNewer {
+            return Err(BundleRefused::NotNewer {
                 url: url.clone(),
                 serial: built.serial,
                 floor,
@@ -455,7 +400,7 @@ impl Checks {
         }
         let set = verified
             .compile(next, self.deny_warnings)
-            .map_err(|source| Refused::Compile {
+            .map_err(|source| BundleRefused::Compile {
                 url: url.clone(),
                 source,
             })?;

@@ -88,10 +88,67 @@ pub enum LoadError {
     /// that do not compile.
     #[cfg(feature = "bundles")]
     #[error(transparent)]
-    Bundle(#[from] crate::bundle::Refused),
+    Bundle(#[from] BundleRefused),
     /// The task building the set stopped before it finished (it panicked).
     #[error("the load task stopped")]
     Stopped,
+}
+
+/// Why a downloaded bundle was not served. Each message names the bundle's URL; the serving
+/// set stays.
+#[cfg(feature = "bundles")]
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BundleRefused {
+    /// Its signature, digest or archive did not verify (or it is over a bound).
+    #[error("bundle {url} refused: {source}")]
+    Unverified {
+        /// The bundle's URL.
+        url: String,
+        /// Why.
+        #[source]
+        source: toolgate_bundle::BundleError,
+    },
+    /// It was built for another scope than the server's `--scope`.
+    #[error("bundle {url} refused: its scope is `{found}`, and this server serves scope `{serving}` (--scope)")]
+    Scope {
+        /// The bundle's URL.
+        url: String,
+        /// The bundle's scope.
+        found: String,
+        /// The server's.
+        serving: String,
+    },
+    /// Its serial is below `--min-serial`.
+    #[error("bundle {url} refused: serial {serial} is below --min-serial {min}")]
+    BelowMinimum {
+        /// The bundle's URL.
+        url: String,
+        /// The bundle's serial.
+        serial: u64,
+        /// `--min-serial`.
+        min: u64,
+    },
+    /// Its serial is not above the one serving (a rollback or a replay), and this reload may
+    /// not roll back.
+    #[error("bundle {url} refused: serial {serial} is not above serial {floor}, which is serving (a rollback or a replay); to apply an older bundle, start the server with --allow-rollback and reload explicitly (POST /v1/reload or SIGHUP)")]
+    NotNewer {
+        /// The bundle's URL.
+        url: String,
+        /// The bundle's serial.
+        serial: u64,
+        /// The serving bundle's serial.
+        floor: u64,
+    },
+    /// Its policies do not compile (or warn, under `--deny-warnings`).
+    #[error("bundle {url} refused: its policies do not compile:\n{source}")]
+    Compile {
+        /// The bundle's URL.
+        url: String,
+        /// The diagnostics.
+        #[source]
+        source: toolgate_loader::LoadError,
+    },
 }
 
 /// Runs `build` (which compiles policies, and may take a while) on tokio's blocking pool, so
