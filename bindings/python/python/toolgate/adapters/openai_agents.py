@@ -72,12 +72,20 @@ class OpenAIAgentsGate(Gate):
         return toolgate_judge
 
     def output_guardrail(self) -> Any:
-        """A ``ToolOutputGuardrail`` that records each call that ran, for ``called_before``."""
+        """A ``ToolOutputGuardrail`` that records each call that ran, for ``called_before``,
+        and its output, for the turn's provenance checks (``from ingest``, a latch's
+        ``blocks tainted``)."""
         from agents import ToolGuardrailFunctionOutput, tool_output_guardrail
 
         @tool_output_guardrail(name="toolgate_record")
         def toolgate_record(data: Any) -> Any:
-            self.record("", data.context.tool_name, ok=True)
+            ctx = data.context
+            try:
+                self.record("", ctx.tool_name, ok=True, output=data.output, call_id=ctx.tool_call_id)
+            except ValueError:
+                # An output that is not JSON data: the call is recorded, its output is not, so
+                # the turn's outputs stay incomplete and a check that reads them denies.
+                pass
             return ToolGuardrailFunctionOutput.allow()
 
         return toolgate_record
