@@ -2272,11 +2272,8 @@ fn over_stdio_every_judged_call_is_a_decision_log_entry() {
 }
 
 /// A series' value in a Prometheus text body, 0 when absent.
-fn series(metrics: &str, name: &str) -> u64 {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        .unwrap_or(0)
+fn series(metrics: &str, name: &str) -> f64 {
+    server_support::metric(metrics, name).unwrap_or(0.0)
 }
 
 /// Over `--listen`, the proxy's decisions reach the decision log under their MCP session id
@@ -2297,7 +2294,7 @@ fn over_http_decisions_reach_the_log_under_their_session_and_the_metrics() {
             &before,
             "toolgate_decisions_total{allow=\"true\",kind=\"\"}"
         ),
-        0
+        0.0
     );
     let session = mcp_open(&addr, "sinks");
     let read = mcp_call(
@@ -2327,7 +2324,7 @@ fn over_http_decisions_reach_the_log_under_their_session_and_the_metrics() {
     let (_, after) = server_support::http(&addr, "GET", "/metrics", &[], b"");
     assert_eq!(
         series(&after, "toolgate_decisions_total{allow=\"true\",kind=\"\"}"),
-        2,
+        2.0,
         "{after}"
     );
     assert_eq!(
@@ -2335,10 +2332,13 @@ fn over_http_decisions_reach_the_log_under_their_session_and_the_metrics() {
             &after,
             "toolgate_decisions_total{allow=\"false\",kind=\"latch\"}"
         ),
-        1,
+        1.0,
         "{after}"
     );
-    assert!(series(&after, "toolgate_connections_total") >= 5, "{after}");
+    assert!(
+        series(&after, "toolgate_connections_total") >= 5.0,
+        "{after}"
+    );
 
     let entries = log_entries(&log, 3);
     assert_eq!(

@@ -258,13 +258,7 @@ fn invalid_token(reason: &str) -> Response {
         -32001,
         format!("toolgate mcp: the bearer token is not valid: {reason}"),
     );
-    let challenge = format!(
-        "Bearer error=\"invalid_token\", error_description=\"{}\"",
-        reason.replace(['"', '\\'], "'")
-    );
-    if let Ok(v) = axum::http::HeaderValue::from_str(&challenge) {
-        response.headers_mut().insert(header::WWW_AUTHENTICATE, v);
-    }
+    toolgate_server::challenge_invalid_token(&mut response, reason);
     response
 }
 

@@ -179,16 +179,23 @@ impl IntoResponse for ApiError {
         };
         let mut response = (self.status, axum::Json(body)).into_response();
         if self.code == INVALID_TOKEN {
-            let challenge = format!(
-                "Bearer error=\"invalid_token\", error_description=\"{}\"",
-                self.message.replace(['"', '\\'], "'")
-            );
-            if let Ok(v) = axum::http::HeaderValue::from_str(&challenge) {
-                response
-                    .headers_mut()
-                    .insert(axum::http::header::WWW_AUTHENTICATE, v);
-            }
+            challenge_invalid_token(&mut response, &self.message);
         }
         response
+    }
+}
+
+/// Adds the RFC 6750 challenge of a refused bearer token to `response`:
+/// `WWW-Authenticate: Bearer error="invalid_token", error_description="REASON"`. Every HTTP
+/// listener that verifies tokens (the server, `toolgate mcp --listen`) answers with it.
+pub fn challenge_invalid_token(response: &mut Response, reason: &str) {
+    let challenge = format!(
+        "Bearer error=\"invalid_token\", error_description=\"{}\"",
+        reason.replace(['"', '\\'], "'")
+    );
+    if let Ok(v) = axum::http::HeaderValue::from_str(&challenge) {
+        response
+            .headers_mut()
+            .insert(axum::http::header::WWW_AUTHENTICATE, v);
     }
 }

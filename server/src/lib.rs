@@ -120,6 +120,7 @@ use off::tracing_otel;
 pub mod conn;
 pub mod signals;
 
+pub use api_error::challenge_invalid_token;
 pub use config::{
     AskMode, BundleSource, Config, HttpLimits, JwtConfig, LogConfig, LogMode, LogSink,
     PolicySource, RedisConfig, StoreTls,
