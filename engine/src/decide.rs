@@ -26,6 +26,7 @@ use crate::wire::request::Request;
 use crate::wire::response::{Decision, DenyKind, LatchState, Response};
 use crate::wire::view::{CallLike, FactsRef, LatchedRef, RequestView};
 use crate::CallLabel;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -88,6 +89,8 @@ enum Outcome {
     UnknownStage,
     Whitelist(StageId),
     Turns(StageId),
+    /// The stage's `require` does not hold for this request's principal and facts.
+    StageRequire(StageId),
     Latch(u8),
     Rule(RuleId),
     /// The rule denied, and its requirement of this index is the first that failed.
@@ -183,8 +186,10 @@ impl<'a> Ids<'a> {
 /// The active stage as the request gives it.
 #[derive(Clone, Copy)]
 pub(crate) enum ActiveStage<'a> {
-    /// The stage the policy declares under the request's name.
+    /// The stage the policy declares under the request's name (its `require`, if any, holds).
     Known(&'a StageInfo),
+    /// That stage, but its `require` does not hold (false or unknown) for this request.
+    Refused(&'a StageInfo),
     /// The request names a stage the policy does not declare.
     Unknown,
     /// The request names no stage.
@@ -192,7 +197,7 @@ pub(crate) enum ActiveStage<'a> {
 }
 
 /// What the stage check says about one classified tool, in check order: the stage must be
-/// known, must list the tool, and must have turns left.
+/// known, must list the tool, must have turns left, and its `require` must hold.
 #[derive(Clone, Copy)]
 pub(crate) enum StageGate<'a> {
     /// The request names no stage.
@@ -203,6 +208,8 @@ pub(crate) enum StageGate<'a> {
     NotListed(&'a StageInfo),
     /// The stage lists the tool but has used up its `max_turns` (the bound).
     TurnsUsedUp(&'a StageInfo, u64),
+    /// The stage lists the tool, with turns left, but its `require` does not hold.
+    Refused(&'a StageInfo),
     /// The stage lets the tool through.
     Open(&'a StageInfo),
 }
@@ -211,8 +218,9 @@ impl<'a> ActiveStage<'a> {
     /// The stage check for `tool` with `turns` used in the stage.
     #[inline]
     pub(crate) fn gate(self, tool: ToolId, turns: u64) -> StageGate<'a> {
-        let stage = match self {
-            ActiveStage::Known(s) => s,
+        let (stage, holds) = match self {
+            ActiveStage::Known(s) => (s, true),
+            ActiveStage::Refused(s) => (s, false),
             ActiveStage::Unknown => return StageGate::Unknown,
             ActiveStage::Missing => return StageGate::Missing,
         };
@@ -221,6 +229,7 @@ impl<'a> ActiveStage<'a> {
         }
         match stage.max_turns {
             Some(max) if turns > max => StageGate::TurnsUsedUp(stage, max),
+            _ if !holds => StageGate::Refused(stage),
             _ => StageGate::Open(stage),
         }
     }
@@ -499,7 +508,8 @@ impl Policy {
             Outcome::NoStage
             | Outcome::UnknownStage
             | Outcome::Whitelist(_)
-            | Outcome::Turns(_) => DenyKind::Stage,
+            | Outcome::Turns(_)
+            | Outcome::StageRequire(_) => DenyKind::Stage,
             Outcome::Latch(_) => DenyKind::Latch,
             Outcome::Tainted(_) | Outcome::Provenance(_) => DenyKind::Provenance,
             Outcome::Budget(_) => DenyKind::Budget,
@@ -521,6 +531,7 @@ impl Policy {
             Outcome::UnknownStage => &self.fixed.unknown_stage,
             Outcome::Whitelist(s) => &self.stages[s.index()].whitelist_refusal,
             Outcome::Turns(s) => &self.stages[s.index()].turns_refusal,
+            Outcome::StageRequire(s) => &self.stages[s.index()].require_refusal,
             Outcome::Latch(l) => &self.latches[usize::from(l)].refusal,
             Outcome::Tainted(l) => &self.latches[usize::from(l)].tainted_refusal,
             Outcome::Provenance(r) => &self.rules[r.index()].refusal,
@@ -582,7 +593,7 @@ impl Policy {
         }
 
         let batch = Batch {
-            stage: self.active_stage(facts.stage()),
+            stage: self.judged_stage(facts),
             turns: facts.stage_turns().unwrap_or(0),
             latched,
             facts,
@@ -603,13 +614,49 @@ impl Policy {
         latched
     }
 
-    /// The stage a request's `stage` fact names.
+    /// Whether the stage check of a call of `tool` in `stage`, `stage_turns` turns in, comes
+    /// down to the stage's `require`: the stage is declared, lists the tool, has turns left
+    /// and has a `require`. Such a call's stage denial depends on the principal and facts, so
+    /// `toolgate diff` and the invariant checker search it instead of taking it as settled.
+    #[doc(hidden)]
+    pub fn stage_requirement_decides(
+        &self,
+        stage: Option<&str>,
+        tool: &str,
+        stage_turns: Option<u64>,
+    ) -> bool {
+        let (Some(s), Some(t)) = (stage.and_then(|s| self.stage_id(s)), self.tool_id(tool)) else {
+            return false;
+        };
+        let stage = &self.stages[s.index()];
+        stage.require.is_some()
+            && matches!(
+                ActiveStage::Refused(stage).gate(t, stage_turns.unwrap_or(0)),
+                StageGate::Refused(_)
+            )
+    }
+
+    /// The stage a request's `stage` fact names, with its `require` judged once for the
+    /// whole batch: it reads no call arguments, and anything but true refuses the stage.
     #[inline]
-    pub(crate) fn active_stage(&self, name: Option<&str>) -> ActiveStage<'_> {
-        match name {
+    pub(crate) fn judged_stage(&self, facts: FactsRef<'_>) -> ActiveStage<'_> {
+        match facts.stage() {
             None => ActiveStage::Missing,
             Some(name) => match self.stage_id(name) {
-                Some(id) => ActiveStage::Known(&self.stages[id.index()]),
+                Some(id) => {
+                    let stage = &self.stages[id.index()];
+                    match &stage.require {
+                        None => ActiveStage::Known(stage),
+                        Some(cond) => {
+                            let env = Env::new(&Value::Null, facts, &self.host_lists);
+                            if cond.eval(&env) == Truth::True {
+                                ActiveStage::Known(stage)
+                            } else {
+                                ActiveStage::Refused(stage)
+                            }
+                        }
+                    }
+                }
                 None => ActiveStage::Unknown,
             },
         }
@@ -738,7 +785,9 @@ impl Policy {
             Outcome::Allow { .. } | Outcome::UnknownStage => return None,
             Outcome::Unclassified => &self.fixed.rule_unclassified,
             Outcome::NoStage => &self.fixed.rule_no_stage,
-            Outcome::Whitelist(s) | Outcome::Turns(s) => &self.stages[s.index()].name,
+            Outcome::Whitelist(s) | Outcome::Turns(s) | Outcome::StageRequire(s) => {
+                &self.stages[s.index()].name
+            }
             Outcome::Latch(l) | Outcome::AskLatch(l) | Outcome::Tainted(l) => {
                 &self.latches[usize::from(l)].name
             }
@@ -810,6 +859,7 @@ impl Policy {
             StageGate::Unknown => return Outcome::UnknownStage,
             StageGate::NotListed(s) => return Outcome::Whitelist(s.id),
             StageGate::TurnsUsedUp(s, _) => return Outcome::Turns(s.id),
+            StageGate::Refused(s) => return Outcome::StageRequire(s.id),
             StageGate::Open(_) => {}
         }
         let tool = &self.tools[id.index()];

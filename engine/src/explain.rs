@@ -106,13 +106,22 @@ impl Recorder<'_> {
                 return self.push("stage".into(), false, listed("does not list"));
             }
             StageGate::TurnsUsedUp(_, max) => (Some(max), true),
-            StageGate::Open(s) => (s.max_turns, false),
+            StageGate::Refused(s) | StageGate::Open(s) => (s.max_turns, false),
         };
         self.push("stage".into(), true, listed("lists"));
         if let Some(max) = max_turns {
             let rel = if used_up { ">" } else { "<=" };
             let detail = format!("stage_turns {turns} {rel} max_turns {max}");
             self.push("max_turns".into(), !used_up, detail);
+        }
+        let (StageGate::Refused(s) | StageGate::Open(s)) = gate else {
+            return;
+        };
+        if s.require.is_some() {
+            let met = matches!(gate, StageGate::Open(_));
+            let verdict = if met { "met" } else { "not met" };
+            let detail = format!("stage `{name}` requires {}: {verdict}", s.requirement);
+            self.push("stage require".into(), met, detail);
         }
     }
 

@@ -93,6 +93,9 @@ pub enum WithheldReason {
     NotInStage,
     /// The stage has used up its `max_turns`, so every call in it is denied.
     TurnsUsedUp,
+    /// The stage's `require` does not hold for this principal and these facts, so every
+    /// call in it is denied.
+    StageRefused,
     /// The executor listed the name before; only the first definition is offered.
     Duplicate,
 }
@@ -106,6 +109,7 @@ impl WithheldReason {
             WithheldReason::UnknownStage => "unknown_stage",
             WithheldReason::NotInStage => "not_in_stage",
             WithheldReason::TurnsUsedUp => "turns_used_up",
+            WithheldReason::StageRefused => "stage_refused",
             WithheldReason::Duplicate => "duplicate",
         }
     }
@@ -279,7 +283,7 @@ impl Policy {
     pub fn offer(&self, facts: &Facts, tools: &[ToolDef]) -> Offer {
         // The stage and latch checks are decide's own (`ActiveStage::gate`,
         // `blocking_latch`), so an offered tool is one whose call passes them.
-        let stage = self.active_stage(facts.stage.as_deref());
+        let stage = self.judged_stage(crate::wire::view::FactsRef::Owned(facts));
         let turns = facts.stage_turns.unwrap_or(0);
         let latched = self.initial_latches(LatchedRef::from(&facts.latched));
 
@@ -347,6 +351,16 @@ impl Policy {
                     withhold(
                         WithheldReason::NotInStage,
                         format!("the tool does not exist in stage `{}`", stage.name),
+                    );
+                    continue;
+                }
+                StageGate::Refused(stage) => {
+                    withhold(
+                        WithheldReason::StageRefused,
+                        format!(
+                            "stage `{}` is open only when {}, and these facts do not meet that",
+                            stage.name, stage.requirement
+                        ),
                     );
                     continue;
                 }

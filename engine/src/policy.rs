@@ -121,6 +121,13 @@ pub(crate) struct StageInfo {
     pub(crate) max_turns: Option<u64>,
     pub(crate) whitelist_refusal: Arc<str>,
     pub(crate) turns_refusal: Arc<str>,
+    /// The stage's `require`s, and-ed: who may be in it. It reads no call arguments, so it
+    /// is evaluated once per batch ([`Policy::judged_stage`]); anything but true denies.
+    pub(crate) require: Option<crate::cond::Cond>,
+    /// The refusal of a call denied because `require` did not hold.
+    pub(crate) require_refusal: Arc<str>,
+    /// What `require` asks for, in words (empty without one).
+    pub(crate) requirement: Arc<str>,
 }
 
 /// One latch.
@@ -335,6 +342,25 @@ impl Policy {
             }
             out.extend(parts.iter().map(|c| format!("rule {}: {c:?}", rule.name)));
         }
+        out.sort();
+        out
+    }
+
+    /// The conjuncts of `stage`'s `require`, each as canonical text, sorted (none for a stage
+    /// without one, or not declared). A stage whose lines include every line of another's
+    /// admits no request the other refuses; `toolgate diff` holds any other change for review.
+    #[doc(hidden)]
+    pub fn stage_require_lines(&self, stage: &str) -> Vec<String> {
+        let Some(cond) = self
+            .stage_id(stage)
+            .and_then(|s| self.stages[s.index()].require.as_ref())
+        else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = match cond {
+            crate::cond::Cond::And(parts) => parts.iter().map(|c| format!("{c:?}")).collect(),
+            other => vec![format!("{other:?}")],
+        };
         out.sort();
         out
     }

@@ -47,6 +47,13 @@ pub(crate) fn stage_turns(stage: &str, max: u64) -> String {
     )
 }
 
+/// For a stage whose `require` does not hold for this principal and these facts.
+pub(crate) fn stage_require(stage: &str, desc: &str) -> String {
+    format!(
+        "Blocked: stage `{stage}` is open only when {desc}, and this request does not meet that. {NOT_HAPPENED} Do not retry; tell the user this action needs someone who may use this stage."
+    )
+}
+
 /// For a stage the policy does not define.
 pub(crate) fn unknown_stage() -> String {
     format!("Blocked: the conversation is in a stage this policy does not define, so no tool is available. {NOT_HAPPENED}")

@@ -319,7 +319,7 @@ pub struct ClassDecl {
     pub tools: Vec<Ident>,
 }
 
-/// `stage NAME { tools [..] max_turns N refusal ".." }`.
+/// `stage NAME { tools [..] max_turns N require COND refusal ".." }`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StageDecl {
     /// The stage name.
@@ -328,6 +328,9 @@ pub struct StageDecl {
     pub tools: Vec<Ident>,
     /// Calls are denied once `stage_turns` exceeds this.
     pub max_turns: Option<Spanned<u64>>,
+    /// Who may be in the stage: every `require` must hold (they read the principal and
+    /// facts, never `args`), or each call of the stage is denied.
+    pub requires: Vec<Expr>,
     /// The author's refusal text for stage denials.
     pub refusal: Option<Spanned<String>>,
     /// The whole declaration.

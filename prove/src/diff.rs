@@ -147,6 +147,14 @@ pub struct PolicyDiff {
     pub cases: u64,
 }
 
+impl PolicyDiff {
+    /// True unless NEW is proved to allow nothing OLD denied: a widening or data widening
+    /// found, or a point left undecided. What the gate holds.
+    pub fn widens(&self) -> bool {
+        !self.widenings.is_empty() || !self.data_widenings.is_empty() || !self.undecided.is_empty()
+    }
+}
+
 /// How two policy sets differ, module by module.
 #[derive(Debug, Clone, Default)]
 pub struct SetDiff {
@@ -162,7 +170,7 @@ impl SetDiff {
     /// True unless the new set is proved to allow nothing the old one denied: a widening
     /// found, or a point left undecided. What the gate holds.
     pub fn widens(&self) -> bool {
-        self.found_widening() || self.modules.iter().any(|m| !m.undecided.is_empty())
+        !self.added.is_empty() || self.modules.iter().any(PolicyDiff::widens)
     }
 
     /// True when the new set is shown to allow more: an added module, a call it allows and
@@ -359,7 +367,7 @@ impl Verdict {
             None => Verdict::Refused("no decision".into()),
             Some(d) if d.allow => Verdict::Allowed,
             Some(d) if d.kind == Some(DenyKind::Ask) => Verdict::Asked(d),
-            Some(d) if structural(&d) => Verdict::Structural(d),
+            Some(d) if structural(policy, request, call, &d) => Verdict::Structural(d),
             Some(d) => Verdict::Rule(d),
         }
     }
@@ -586,7 +594,22 @@ pub fn diff(old: &Policy, new: &Policy, config: &Config) -> PolicyDiff {
     let mut seeds: Vec<Seed> = Vec::new();
     // Whether `gain`'s rules for `tool` are proved to allow nothing `lose`'s deny; the
     // reason when not.
-    let mut prove = |gain: &Policy, lose: &Policy, tool: &str, seeds: &mut Vec<Seed>| {
+    let mut prove = |gain: &Policy,
+                     lose: &Policy,
+                     tool: &str,
+                     stage: &Option<String>,
+                     seeds: &mut Vec<Seed>| {
+        // A stage's `require` runs before the rules: GAIN must keep every line of LOSE's,
+        // or it may admit a principal LOSE refused, whatever the rules say.
+        if let Some(s) = stage {
+            let (gained, lost) = (gain.stage_require_lines(s), lose.stage_require_lines(s));
+            if lost.iter().any(|l| !gained.contains(l)) {
+                return Some((
+                    None,
+                    format!("stage `{s}`'s `require` changed, and NEW is not proved to admit only what OLD admits"),
+                ));
+            }
+        }
         let key = (
             std::ptr::eq(gain, new),
             tool_rules(gain, tool),
@@ -670,7 +693,7 @@ pub fn diff(old: &Policy, new: &Policy, config: &Config) -> PolicyDiff {
                     } else if n.reached_rules() {
                         // NEW's rules decide; OLD's too, or OLD denies before any rule.
                         let unproven = if o.reached_rules() {
-                            prove(new, old, tool, &mut seeds)
+                            prove(new, old, tool, stage, &mut seeds)
                         } else {
                             Some((
                                 None,
@@ -690,7 +713,7 @@ pub fn diff(old: &Policy, new: &Policy, config: &Config) -> PolicyDiff {
                         narrowings.add(tool, &point, &o, &n, false);
                     } else if o.reached_rules() {
                         let unproven = if n.reached_rules() {
-                            prove(old, new, tool, &mut seeds)
+                            prove(old, new, tool, stage, &mut seeds)
                         } else {
                             Some((None, String::new()))
                         };

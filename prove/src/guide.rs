@@ -72,6 +72,7 @@ impl Guide {
                     .iter()
                     .chain(&r.asks)
                     .for_each(|e| g.expr(e, &urls)),
+                Item::Stage(s) => s.requires.iter().for_each(|e| g.expr(e, &urls)),
                 Item::Invariant(i) => {
                     for c in [&i.when, &i.unless].into_iter().flatten() {
                         g.inv_expr(c, &urls);

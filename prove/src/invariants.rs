@@ -193,13 +193,22 @@ impl Domain {
     }
 }
 
-/// Denials that happen before any rule, so no argument or other fact can change them.
-pub(crate) fn structural(d: &Decision) -> bool {
+/// Denials that happen before any rule, so no argument or other fact can change them: the
+/// class, stage and latch checks, except a stage check that comes down to the stage's
+/// `require` (which reads the principal and facts).
+pub(crate) fn structural(policy: &Policy, request: &Request, call: usize, d: &Decision) -> bool {
     !d.allow
-        && matches!(
-            d.kind,
-            Some(DenyKind::Unclassified | DenyKind::Stage | DenyKind::Latch)
-        )
+        && match d.kind {
+            Some(DenyKind::Unclassified | DenyKind::Latch) => true,
+            Some(DenyKind::Stage) => !request.calls.get(call).is_some_and(|c| {
+                policy.stage_requirement_decides(
+                    request.facts.stage.as_deref(),
+                    &c.tool,
+                    request.facts.stage_turns,
+                )
+            }),
+            _ => false,
+        }
 }
 
 fn violation_at(
@@ -250,7 +259,7 @@ fn check_one(
                 continue;
             }
             match domain.decisions[r].get(c) {
-                Some(d) if structural(d) => {
+                Some(d) if structural(policy, request, c, d) => {
                     result.proved += 1;
                     continue;
                 }

@@ -3,7 +3,7 @@
 //! A policy is generated as a [`Spec`] (plain data), then rendered to source text by
 //! [`Spec::render`], either plainly or with a random layout: any whitespace, blank lines and
 //! `//`/`#` comments between any two tokens. Every construct of the grammar appears: classes
-//! (tools written as names and as strings), stages with `tools`, `max_turns` and `refusal`,
+//! (tools written as names and as strings), stages with `tools`, `max_turns`, `require` and `refusal`,
 //! latches, host lists with and without `schemes`, `detokenise` with token kinds (one, a
 //! list, `any`, a quoted kind), and rules with nested `and`/`or`/`not`,
 //! every test, every built-in (labelled and positional arguments), paths with keys and
@@ -157,6 +157,8 @@ pub enum Decl {
         tools: Option<Vec<usize>>,
         /// `max_turns`.
         max_turns: Option<u64>,
+        /// `require`: facts only, as a stage's must be.
+        require: Option<Cond>,
         /// Index into the refusal pool.
         refusal: Option<usize>,
     },
@@ -326,6 +328,7 @@ impl Spec {
                     name,
                     tools,
                     max_turns,
+                    require,
                     refusal,
                 } => {
                     t.extend(["stage".into(), STAGES[*name].into(), "{".into()]);
@@ -339,6 +342,10 @@ impl Spec {
                     }
                     if let Some(m) = max_turns {
                         t.extend(["max_turns".into(), m.to_string()]);
+                    }
+                    if let Some(c) = require {
+                        t.push("require".into());
+                        push_cond(&mut t, c);
                     }
                     if let Some(r) = refusal {
                         t.extend(["refusal".into(), REFUSALS[*r].into()]);
@@ -547,6 +554,25 @@ fn test(hosts: Vec<usize>, facts: bool) -> BoxedStrategy<Cond> {
     } else {
         select(&ARG_PATHS[..]).boxed()
     };
+    test_of(path, hosts)
+}
+
+/// A stage's `require`: tests of facts only (a stage never reads arguments), a level or two
+/// deep.
+fn stage_cond() -> BoxedStrategy<Cond> {
+    test_of(select(&FACT_PATHS[..]).boxed(), Vec::new())
+        .prop_recursive(2, 6, 2, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 2..3).prop_map(Cond::And),
+                prop::collection::vec(inner.clone(), 2..3).prop_map(Cond::Or),
+                inner.prop_map(|c| Cond::Not(Box::new(c))),
+            ]
+        })
+        .boxed()
+}
+
+/// A leaf test of a path `path` picks.
+fn test_of(path: BoxedStrategy<&'static str>, hosts: Vec<usize>) -> BoxedStrategy<Cond> {
     let num = select(&NUMBERS[..]);
     let limit_num = num.clone();
     let scalar = prop_oneof![
@@ -717,6 +743,7 @@ pub fn spec() -> impl Strategy<Value = Spec> {
                 (
                     prop::option::weighted(0.9, prop::collection::vec(0..TOOLS.len(), 0..7)),
                     prop::option::of(0u64..3),
+                    prop::option::weighted(0.25, stage_cond()),
                     prop::option::of(0..REFUSALS.len()),
                 ),
                 0..4,
@@ -788,11 +815,12 @@ pub fn spec() -> impl Strategy<Value = Spec> {
                     idn,
                 });
             }
-            for (i, (tools, max_turns, refusal)) in stages.into_iter().enumerate() {
+            for (i, (tools, max_turns, require, refusal)) in stages.into_iter().enumerate() {
                 blocks.push(Decl::Stage {
                     name: i,
                     tools,
                     max_turns,
+                    require,
                     refusal,
                 });
             }
@@ -835,7 +863,7 @@ pub fn spec() -> impl Strategy<Value = Spec> {
         })
 }
 
-type StageGen = (Option<Vec<usize>>, Option<u64>, Option<usize>);
+type StageGen = (Option<Vec<usize>>, Option<u64>, Option<Cond>, Option<usize>);
 type LatchGen = (Option<Sels>, Option<Sels>, Option<usize>);
 type RuleGen = (Sels, Vec<Cond>, Option<usize>, Option<bool>);
 
@@ -873,7 +901,14 @@ fn only_classified(
     };
     let stages = stages
         .into_iter()
-        .map(|(tools, m, r)| (tools.map(|t| t.into_iter().filter(known).collect()), m, r))
+        .map(|(tools, m, c, r)| {
+            (
+                tools.map(|t| t.into_iter().filter(known).collect()),
+                m,
+                c,
+                r,
+            )
+        })
         .collect();
     let latches = latches
         .into_iter()

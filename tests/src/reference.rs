@@ -210,6 +210,19 @@ pub fn decide(policy: &Policy, request: &Value) -> RefResponse {
             if stage.max_turns.as_ref().is_some_and(|m| turns > m.node) {
                 return deny("stage", stage_name);
             }
+            // "Stages": every `require` of the stage must be true; unknown denies too.
+            let stage_ctx = Ctx {
+                args: &Value::Null,
+                facts,
+                policy,
+            };
+            let holds = stage
+                .requires
+                .iter()
+                .fold(Truth::True, |acc, e| and(acc, stage_ctx.eval(e)));
+            if holds != Truth::True {
+                return deny("stage", stage_name);
+            }
             // 3: latch, first declared.
             for (l, set) in latches.iter().zip(&latch_set) {
                 if *set && selects(&l.blocks, tool) {

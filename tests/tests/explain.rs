@@ -10,14 +10,16 @@ use serde_json::{json, Value};
 use toolgate_engine::{DenyKind, Policy, Request};
 use toolgate_tests::{compile, example_policy, gen, proptest_config, scenarios};
 
-/// Where a step's check sits in the judge's order: class, stage, max_turns, latches, rules.
+/// Where a step's check sits in the judge's order: class, stage, max_turns, the stage's
+/// `require`, latches, rules.
 fn rank(check: &str) -> u8 {
     match check {
         "class" => 0,
         "stage" => 1,
         "max_turns" => 2,
-        c if c.starts_with("latch ") => 3,
-        c if c.starts_with("rule ") => 4,
+        "stage require" => 3,
+        c if c.starts_with("latch ") => 4,
+        c if c.starts_with("rule ") => 5,
         other => panic!("unknown check {other:?}"),
     }
 }
@@ -35,7 +37,7 @@ fn assert_consistent(policy: &Policy, request: &Request) {
         for pair in e.steps.windows(2) {
             let (a, b) = (rank(&pair[0].check), rank(&pair[1].check));
             assert!(
-                a < b || (a == b && a >= 3 && pair[0].check != pair[1].check),
+                a < b || (a == b && a >= 4 && pair[0].check != pair[1].check),
                 "steps out of the check order: {:?}",
                 e.steps
             );
@@ -61,7 +63,11 @@ fn assert_consistent(policy: &Policy, request: &Request) {
             let rule = d.rule.as_deref().unwrap();
             match d.kind.unwrap() {
                 DenyKind::Unclassified => assert_eq!(last.check, "class"),
-                DenyKind::Stage => assert!(last.check == "stage" || last.check == "max_turns"),
+                DenyKind::Stage => assert!(
+                    ["stage", "max_turns", "stage require"].contains(&last.check.as_str()),
+                    "{:?}",
+                    e.steps
+                ),
                 DenyKind::Latch => assert_eq!(last.check, format!("latch {rule}")),
                 _ => assert_eq!(last.check, format!("rule {rule}")),
             }

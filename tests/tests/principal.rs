@@ -45,6 +45,28 @@ fn allowed(p: &Policy, text: &str) -> bool {
     fast.decisions[0].allow
 }
 
+/// The widening `diff` shows for a call of `tool` (seed 42, 512 cases), checked: NEW allows
+/// its request and OLD denies it.
+fn shown_widening(old: &Policy, new: &Policy, tool: &str) -> toolgate_prove::Change {
+    let d = diff(
+        old,
+        new,
+        &Config {
+            cases: 512,
+            seed: 42,
+        },
+    );
+    let w = d
+        .widenings
+        .iter()
+        .find(|w| w.request.calls[w.call].tool == tool)
+        .unwrap_or_else(|| panic!("no widening found: {d:?}"))
+        .clone();
+    assert!(new.decide(&w.request).decisions[w.call].allow);
+    assert!(!old.decide(&w.request).decisions[w.call].allow);
+    w
+}
+
 #[test]
 fn a_rule_reads_the_principals_claims_and_tenant() {
     let p = policy(ADMIN_ONLY);
@@ -142,19 +164,7 @@ fn the_change_gate_finds_a_dropped_principal_check() {
         "require principal.claims.role == \"admin\"",
         "require principal.claims.role in [\"admin\", \"support\"]",
     ));
-    let d = diff(
-        &old,
-        &new,
-        &Config {
-            cases: 512,
-            seed: 42,
-        },
-    );
-    let w = d
-        .widenings
-        .iter()
-        .find(|w| w.request.calls[w.call].tool == "delete_user")
-        .unwrap_or_else(|| panic!("no widening found: {d:?}"));
+    let w = shown_widening(&old, &new, "delete_user");
     assert_eq!(
         w.request
             .facts
@@ -163,8 +173,6 @@ fn the_change_gate_finds_a_dropped_principal_check() {
             .and_then(|p| p["claims"]["role"].as_str()),
         Some("support")
     );
-    assert!(new.decide(&w.request).decisions[w.call].allow);
-    assert!(!old.decide(&w.request).decisions[w.call].allow);
     // The same policy against itself: nothing.
     assert!(diff(
         &old,
@@ -176,4 +184,212 @@ fn the_change_gate_finds_a_dropped_principal_check() {
     )
     .widenings
     .is_empty());
+}
+
+/// A stage that only admins may be in: `require` on the stage, not on each tool.
+const ADMIN_STAGE: &str = r#"module users
+write delete_user, rename_user
+read list_users
+stage main { tools [rename_user, list_users] }
+stage admin_console {
+  tools [delete_user, list_users]
+  max_turns 3
+  require principal.claims.role == "admin"
+}
+rule small_ids for delete_user {
+  require args.id is number and args.id < 1000
+}
+"#;
+
+fn staged(principal: Option<Value>, stage: &str, tool: &str) -> String {
+    let mut facts = json!({"stage": stage});
+    if let Some(p) = principal {
+        facts["principal"] = p;
+    }
+    json!({"facts": facts, "calls": [{"id": "c1", "tool": tool, "args": {"id": 7}}]}).to_string()
+}
+
+#[test]
+fn a_stage_requires_its_principal_once_for_every_tool_it_lists() {
+    let p = policy(ADMIN_STAGE);
+    let admin = json!({"sub": "u1", "claims": {"role": "admin"}});
+    let member = json!({"sub": "u2", "claims": {"role": "member"}});
+    assert!(allowed(
+        &p,
+        &staged(Some(admin.clone()), "admin_console", "delete_user")
+    ));
+    assert!(allowed(
+        &p,
+        &staged(Some(admin.clone()), "admin_console", "list_users")
+    ));
+    for who in [Some(member.clone()), None, Some(json!({"sub": "u3"}))] {
+        for tool in ["delete_user", "list_users"] {
+            assert!(
+                !allowed(&p, &staged(who.clone(), "admin_console", tool)),
+                "{who:?} {tool}"
+            );
+        }
+    }
+    // The same member is served in the stage with no `require`.
+    assert!(allowed(
+        &p,
+        &staged(Some(member.clone()), "main", "rename_user")
+    ));
+    let r = p
+        .decide_json(&staged(Some(member), "admin_console", "delete_user"))
+        .unwrap();
+    let d = &r.decisions[0];
+    assert_eq!(d.kind, Some(toolgate_engine::DenyKind::Stage));
+    assert_eq!(d.rule.as_deref(), Some("admin_console"));
+    let reason = d.reason.as_deref().unwrap();
+    assert!(
+        reason.contains("stage `admin_console`") && reason.contains("admin"),
+        "{reason}"
+    );
+    // The checks before it keep their order: a tool the stage does not list, or turns used
+    // up, is refused as before, whoever asks.
+    let r = p
+        .decide_json(&staged(None, "admin_console", "rename_user"))
+        .unwrap();
+    assert!(r.decisions[0]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("not available in the current stage"));
+    let mut used_up: Value =
+        serde_json::from_str(&staged(Some(admin), "admin_console", "list_users")).unwrap();
+    used_up["facts"]["stage_turns"] = json!(4);
+    let r = p.decide_json(&used_up.to_string()).unwrap();
+    assert!(r.decisions[0]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("at most 3 turns"));
+}
+
+#[test]
+fn a_stage_requirement_is_explained_and_withholds_its_tools_from_the_offer() {
+    let p = policy(ADMIN_STAGE);
+    let member = json!({"sub": "u2", "claims": {"role": "member"}});
+    let req = Request::from_json(&staged(
+        Some(member.clone()),
+        "admin_console",
+        "delete_user",
+    ))
+    .unwrap();
+    let explained = serde_json::to_string(&p.explain(&req)).unwrap();
+    assert!(explained.contains("stage require"), "{explained}");
+    assert!(explained.contains("not met"), "{explained}");
+    let defs: Vec<toolgate_engine::ToolDef> = serde_json::from_value(json!([
+        {"name": "delete_user", "description": "deletes"},
+        {"name": "list_users", "description": "lists"}
+    ]))
+    .unwrap();
+    let offer = p.offer(&req.facts, &defs);
+    assert!(offer.tools.is_empty(), "{offer:?}");
+    assert_eq!(offer.withheld.len(), 2);
+    assert!(offer
+        .withheld
+        .iter()
+        .all(|w| w.reason == toolgate_engine::WithheldReason::StageRefused));
+    let mut admin = req.facts.clone();
+    admin.principal = Some(json!({"claims": {"role": "admin"}}));
+    assert_eq!(p.offer(&admin, &defs).tools.len(), 2);
+}
+
+#[test]
+fn a_stage_requirement_may_not_read_arguments() {
+    let text = ADMIN_STAGE.replace(
+        "require principal.claims.role == \"admin\"",
+        "require args.id < 10",
+    );
+    let err = Policy::compile("users.gate", &text)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("reads the call's arguments"), "{err}");
+    assert!(err.contains("users.gate:8:11"), "{err}");
+    assert!(
+        err.contains("write a `rule`") || err.contains("in a `rule`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_change_gate_finds_a_loosened_stage_requirement() {
+    let old = policy(ADMIN_STAGE);
+    let new = policy(&ADMIN_STAGE.replace(
+        "require principal.claims.role == \"admin\"",
+        "require principal.claims.role in [\"admin\", \"support\"]",
+    ));
+    let cfg = Config {
+        cases: 512,
+        seed: 42,
+    };
+    shown_widening(&old, &new, "delete_user");
+    // Dropping the requirement altogether is a widening too; adding one is not.
+    let open = policy(&ADMIN_STAGE.replace("  require principal.claims.role == \"admin\"\n", ""));
+    assert!(diff(&old, &open, &cfg).widens());
+    assert!(
+        !diff(&open, &old, &cfg).widens(),
+        "{:?}",
+        diff(&open, &old, &cfg)
+    );
+    assert!(!diff(&old, &old, &cfg).widens());
+}
+
+#[test]
+fn the_change_gate_looks_behind_a_stage_requirement_at_the_rules() {
+    // Same stage requirement in both; the rule of a tool only that stage lists is loosened.
+    // With no principal the stage denies in both, so only a principal that passes the
+    // stage shows the change.
+    let old = policy(ADMIN_STAGE);
+    let new = policy(&ADMIN_STAGE.replace("args.id < 1000", "args.id < 100000"));
+    let w = shown_widening(&old, &new, "delete_user");
+    let principal = w.request.facts.principal.as_ref();
+    assert_eq!(
+        principal.and_then(|p| p["claims"]["role"].as_str()),
+        Some("admin")
+    );
+}
+
+#[test]
+fn an_invariant_is_checked_past_a_stage_requirement() {
+    const ONLY_ADMINS: &str = "invariant only_admins_delete {\n  never allow delete_user unless principal.claims.role == \"admin\"\n}\n";
+    let checked = |policy_text: &str| {
+        let p = policy(&format!("{policy_text}{ONLY_ADMINS}"));
+        let cfg = Config {
+            cases: 2000,
+            seed: 7,
+        };
+        toolgate_prove::check_policy(&p, None, &cfg)
+            .unwrap()
+            .remove(0)
+    };
+    let wider = ADMIN_STAGE.replace(
+        "require principal.claims.role == \"admin\"",
+        "require principal.claims.role in [\"admin\", \"support\"]",
+    );
+    let r = checked(&wider);
+    assert!(!r.passed(), "a support principal may delete: {r:?}");
+    // With the stage open to admins only, it holds.
+    let r = checked(ADMIN_STAGE);
+    assert!(r.passed(), "{r:?}");
+}
+
+#[test]
+fn a_stage_requirement_survives_formatting() {
+    let formatted = toolgate_lang::format_source("users.gate", ADMIN_STAGE).unwrap();
+    assert!(
+        formatted.contains("require principal.claims.role == \"admin\""),
+        "{formatted}"
+    );
+    let a = policy(ADMIN_STAGE);
+    let b = policy(&formatted);
+    for who in [
+        json!({"claims": {"role": "admin"}}),
+        json!({"claims": {"role": "x"}}),
+    ] {
+        let text = staged(Some(who), "admin_console", "delete_user");
+        assert_eq!(allowed(&a, &text), allowed(&b, &text));
+    }
 }

@@ -105,16 +105,17 @@ impl Compiler {
     }
 
     /// Warns about a `require` line that can never deny a call.
-    pub(super) fn check_always_true(&mut self, e: &ast::Expr, rule: &str) {
+    /// `owner` names what the `require` belongs to: "rule `x`" or "stage `x`".
+    pub(super) fn check_always_true(&mut self, e: &ast::Expr, owner: &str) {
         match crate::lint::always_true(e) {
             Some(crate::lint::Constant::Always(_)) => self.warn(
                 e.span,
-                format!("this `require` is always true, so it never denies a call of rule `{rule}`"),
+                format!("this `require` is always true, so it never denies a call of {owner}"),
                 "a `true` branch makes a whole `or` true; remove it, or write the condition that must hold",
             ),
             Some(crate::lint::Constant::WhenKnown(_)) => self.warn(
                 e.span,
-                format!("this `require` is true whenever the values it reads are present and of the type it tests (a condition or its own negation), so rule `{rule}` denies only calls that lack them"),
+                format!("this `require` is true whenever the values it reads are present and of the type it tests (a condition or its own negation), so {owner} denies only calls that lack them"),
                 "remove the negated branch, or write the condition that must hold",
             ),
             None => {}

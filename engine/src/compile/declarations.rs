@@ -92,6 +92,16 @@ impl Compiler {
                         (None, Some(m)) => refusal::stage_turns(name, m.node).into(),
                         (None, None) => whitelist_refusal.clone(),
                     };
+                    let require = self.stage_require(decl);
+                    let hosts = refusal::HostLookup {
+                        index: &self.host_index,
+                        lists: &self.host_lists,
+                    };
+                    let requirement = refusal::requirement(&decl.requires, &hosts);
+                    let require_refusal: Arc<str> = match &decl.refusal {
+                        Some(r) => r.node.as_str().into(),
+                        None => refusal::stage_require(name, &requirement).into(),
+                    };
                     stage_index.insert(name.clone(), StageId(stages.len() as u32));
                     stages.push(StageInfo {
                         id: StageId(stages.len() as u32),
@@ -100,6 +110,9 @@ impl Compiler {
                         max_turns: decl.max_turns.as_ref().map(|m| m.node),
                         whitelist_refusal,
                         turns_refusal,
+                        require,
+                        require_refusal,
+                        requirement: requirement.into(),
                     });
                 }
                 Item::Latch(decl) => {
@@ -511,6 +524,34 @@ impl Compiler {
         out
     }
 
+    /// A stage's `require`s compiled into one condition (`None` without any). They decide who
+    /// may be in the stage, once per batch, so reading the call's arguments (or values from
+    /// its provenance, or a URL argument's host) is an error: that is a rule's job.
+    fn stage_require(&mut self, decl: &ast::StageDecl) -> Option<Cond> {
+        let mut conds = Vec::new();
+        for e in &decl.requires {
+            self.check_always_true(e, &format!("stage `{}`", decl.name.name));
+            self.check_patterns(e, true);
+            let mut cats = Categories::default();
+            let cond = self.cond(e, &mut cats)?;
+            if cond.reads_args() || cond.reads_provenance() || cond.tests_hosts() {
+                self.error(
+                    Diagnostic::error(
+                        e.span,
+                        format!(
+                            "stage `{}`'s `require` reads the call's arguments",
+                            decl.name.name
+                        ),
+                    )
+                    .with_help("a stage's `require` says who may be in the stage (`principal.…`, `facts.…`, built-ins); test arguments in a `rule` for the tools"),
+                );
+                return None;
+            }
+            conds.push(cond);
+        }
+        (!conds.is_empty()).then(|| Cond::all(conds))
+    }
+
     fn rule(&mut self, decl: &ast::RuleDecl) -> Option<RuleInfo> {
         if let (Some(at), Some(ask)) = (decl.shadow, decl.asks.first()) {
             self.error(
@@ -538,7 +579,7 @@ impl Compiler {
             );
         }
         for e in &decl.requires {
-            self.check_always_true(e, &decl.name.name);
+            self.check_always_true(e, &format!("rule `{}`", decl.name.name));
             self.check_patterns(e, true);
         }
         // An `ask when` that holds less often lets more through without a person: the same

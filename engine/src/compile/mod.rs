@@ -129,6 +129,11 @@ impl Parts {
         for rule in &self.rules {
             rule.cond.collect_custom_facts(&mut custom_facts);
         }
+        for stage in &self.stages {
+            if let Some(c) = &stage.require {
+                c.collect_custom_facts(&mut custom_facts);
+            }
+        }
         Policy {
             module: ast.module.name.as_str().into(),
             revision: revision.into(),

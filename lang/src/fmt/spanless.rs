@@ -54,6 +54,7 @@ fn erase_policy(p: &mut Policy) {
                 if let Some(m) = &mut s.max_turns {
                     m.span = Span::default();
                 }
+                s.requires.iter_mut().for_each(expr);
                 opt(&mut s.refusal);
             }
             Item::Latch(l) => {

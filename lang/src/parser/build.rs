@@ -354,6 +354,7 @@ impl Builder {
             name,
             tools: Vec::new(),
             max_turns: None,
+            requires: Vec::new(),
             refusal: None,
             span,
         };
@@ -376,6 +377,11 @@ impl Builder {
                     }
                     if let Some(n) = entry.into_inner().next() {
                         stage.max_turns = self.int(n);
+                    }
+                }
+                Rule::require => {
+                    if let Some(e) = entry.into_inner().next() {
+                        stage.requires.push(self.expr(e));
                     }
                 }
                 Rule::refusal => {
