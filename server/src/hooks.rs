@@ -56,8 +56,9 @@ pub struct HookQuery {
 pub fn sessions(max_sessions: usize, ttl: Duration, keep_latched: Duration) -> TurnsMap {
     TurnsMap::new(TurnsMapLimits {
         max_sessions,
-        // agent name, module name (an identifier) and session id, NUL-separated.
-        max_key_bytes: 32 + 256 + MAX_SESSION_ID_BYTES,
+        // agent name, module name (an identifier) and session id (after a verified caller's
+        // 32-character scope and a slash), NUL-separated.
+        max_key_bytes: 32 + 256 + 33 + MAX_SESSION_ID_BYTES,
         ttl,
         keep_latched,
     })
@@ -99,17 +100,19 @@ pub async fn hook(
         Ok(event) => event,
         Err(e) => return deny(format!("Blocked: toolgate could not judge this call: {e}.")),
     };
-    if state.hook_token_missing(&headers) {
+    let principal = match state.hook_caller(&headers).await {
+        Ok(principal) => principal,
         // Not applied to any session: a forged prompt event cannot end a latched turn.
-        return match event {
-            Event::BeforeTool { .. } => deny(
-                "Blocked: toolgate's hook endpoint needs `Authorization: Bearer TOKEN` (the \
-                 server's --admin-token); this call was not judged."
-                    .into(),
-            ),
-            _ => answer(agent, &Answer::Nothing),
-        };
-    }
+        Err(why) => {
+            return match event {
+                Event::BeforeTool { .. } => deny(format!(
+                    "Blocked: toolgate's hook endpoint refused this event: {why}. This call was \
+                     not judged."
+                )),
+                _ => answer(agent, &Answer::Nothing),
+            }
+        }
+    };
     let Some(session) = event.session() else {
         return answer(agent, &Answer::Nothing);
     };
@@ -146,15 +149,23 @@ pub async fn hook(
     }
     let started = Instant::now();
     let judge = Judge::new(policy, query.stage, query.approve);
+    // A verified caller's sessions are its own: the same session id sent with another
+    // principal's token names another session, so one caller's events (a post-tool event
+    // that counts for `called_before`, a prompt that starts a turn) never reach another's.
+    let scoped = principal.as_ref().map(|p| principal_scope(p, session));
     let key = HookKey {
         agent: agent.name(),
         module: policy.module(),
-        session,
+        session: scoped.as_deref().unwrap_or(session),
+    };
+    let facts = Facts {
+        principal,
+        ..Facts::default()
     };
     let judged = state
         .hook_sessions
         .with(key, started, |s| {
-            judge.judge(&event, s, &Facts::default(), NewIds::NeedSignal)
+            judge.judge(&event, s, &facts, NewIds::NeedSignal)
         })
         .await;
     match judged {
@@ -181,6 +192,23 @@ pub async fn hook(
         }
         Err(e) => deny(format!("Blocked: toolgate cannot track this session: {e}.")),
     }
+}
+
+/// The session key of `session` for a verified caller: a digest of the principal's tenant
+/// and subject (fixed length, so the key's bound holds), then the agent's session id.
+fn principal_scope(principal: &serde_json::Value, session: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in ["tenant", "sub"] {
+        let value = principal.get(part).and_then(|v| v.as_str()).unwrap_or("");
+        h.update((value.len() as u64).to_be_bytes());
+        h.update(value.as_bytes());
+    }
+    let digest: String = h.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{digest}/{session}")
 }
 
 /// The agent's answer as a 200; `{}` when there is no decision.

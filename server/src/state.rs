@@ -119,11 +119,39 @@ impl AppState {
         }
     }
 
-    /// True when `--admin-token` is set and `headers` do not carry it: a hook event that
-    /// could otherwise be forged (a `UserPromptSubmit` that ends a latched turn) is not
-    /// judged.
-    pub fn hook_token_missing(&self, headers: &HeaderMap) -> bool {
-        self.admin_token.is_some() && self.admin(headers).is_err()
+    /// Who sent a hook event, from its `Authorization: Bearer` header:
+    ///
+    /// - the admin token (`--admin-token`): the server's own wiring, no principal;
+    /// - with `--jwks`, any other token is verified: a valid one is the caller, with its
+    ///   principal (the events then judge and touch only that principal's sessions); one that
+    ///   is not valid is refused with the reason;
+    /// - no token: no principal, unless `--admin-token` is set, which every hook event must
+    ///   then carry (or a valid token), so a forged `UserPromptSubmit` cannot end a latched
+    ///   turn.
+    ///
+    /// `Err` says why the event is refused, in words for the agent.
+    pub async fn hook_caller(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<Option<serde_json::Value>, HookRefused> {
+        if self.admin_token.is_some() && self.admin(headers).is_ok() {
+            return Ok(None);
+        }
+        let needs_token = self.admin_token.is_some();
+        if let Some(verifier) = &self.bearer {
+            match verifier.principal(headers).await {
+                Ok(Some(principal)) => return Ok(Some(principal)),
+                Ok(None) if !needs_token => return Ok(None),
+                Ok(None) => {}
+                Err(e) => return Err(HookRefused::InvalidToken(e.to_string())),
+            }
+        }
+        if needs_token {
+            return Err(HookRefused::NoToken {
+                jwks: self.bearer.is_some(),
+            });
+        }
+        Ok(None)
     }
 
     /// Recompiles the whole directory (or fetches the bundle, with `--bundle`) and swaps it
@@ -298,4 +326,20 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Why a hook event is refused before it is judged ([`AppState::hook_caller`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HookRefused {
+    /// `--admin-token` is set and the event carries neither it nor (under `--jwks`) a
+    /// token the server verifies.
+    #[error("it needs `Authorization: Bearer TOKEN`: the server's --admin-token{}", if *.jwks { ", or a token its --jwks verifies" } else { "" })]
+    NoToken {
+        /// Whether the server verifies bearer tokens (`--jwks`).
+        jwks: bool,
+    },
+    /// The bearer token is neither the admin token nor one the server verifies.
+    #[error("its bearer token is not valid: {0}")]
+    InvalidToken(String),
 }

@@ -112,6 +112,11 @@ struct Issuer {
 }
 
 async fn issuer() -> Issuer {
+    issuer_for(USERS, None).await
+}
+
+/// [`issuer`] for a server of `policy` (as `users.gate`), with `admin` as its admin token.
+async fn issuer_for(policy: &str, admin: Option<&str>) -> Issuer {
     let dir = tempfile::tempdir().unwrap();
     let mut keys = Vec::new();
     let mut jwks = Vec::new();
@@ -126,8 +131,9 @@ async fn issuer() -> Issuer {
     }
     let path = dir.path().join("jwks.json");
     write_jwks(&path, &jwks);
-    let served = serve(&[("users.gate", USERS)], |c, _| {
+    let served = serve(&[("users.gate", policy)], |c, _| {
         c.jwt = Some(JwtConfig::new(path.display().to_string(), ISS, AUD));
+        c.admin_token = admin.map(String::from);
     })
     .await;
     drop(dir);
@@ -480,4 +486,139 @@ async fn authzen_takes_the_principal_from_the_token() {
     )
     .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
+}
+
+/// A payout behind an identity check and a role, for the hook tests.
+const PAYOUTS: &str = r#"module users
+read verify_identity
+write payout
+stage main { tools [verify_identity, payout] }
+rule admins for payout {
+  require principal.claims.role == "admin"
+  refusal "only an admin may pay out"
+}
+rule verified for payout { require called_before(verify_identity) }
+"#;
+
+const HOOK: &str = "/v1/hooks/claude-code";
+
+fn hook_event(session: &str, event: &str, tool: &str) -> Value {
+    json!({"session_id": session, "prompt_id": "p1", "hook_event_name": event,
+           "tool_name": tool, "tool_input": {}, "tool_use_id": format!("u-{}", rand_tag())})
+}
+
+/// The reason of a Claude Code denial, or `None` when the answer lets the call run.
+fn hook_denial(answer: &Value) -> Option<String> {
+    let out = &answer["hookSpecificOutput"];
+    (out["permissionDecision"] == "deny").then(|| {
+        out["permissionDecisionReason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    })
+}
+
+/// Sends one hook event with `token`: the answer, which is always a 200.
+async fn hook(app: &Router, token: Option<&str>, event: Value) -> Value {
+    let (status, answer) = post(app, HOOK, token, event).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    answer
+}
+
+/// The prompt, the identity check and the payout of one session, as `token`'s holder: the
+/// payout's denial reason, if denied.
+async fn verified_payout(app: &Router, token: Option<&str>, session: &str) -> Option<String> {
+    hook(app, token, hook_event(session, "UserPromptSubmit", "")).await;
+    hook(
+        app,
+        token,
+        hook_event(session, "PreToolUse", "verify_identity"),
+    )
+    .await;
+    hook(
+        app,
+        token,
+        hook_event(session, "PostToolUse", "verify_identity"),
+    )
+    .await;
+    hook_denial(&hook(app, token, hook_event(session, "PreToolUse", "payout")).await)
+}
+
+#[tokio::test]
+async fn hook_events_take_the_principal_from_the_token() {
+    let iss = issuer_for(PAYOUTS, None).await;
+    let app = &iss.served.app;
+    let (alg, k, kid) = &iss.keys[2];
+    let admin = token(k, *alg, kid, &claims("ana", "admin", json!({})));
+    let dev = token(k, *alg, kid, &claims("bo", "dev", json!({})));
+    assert_eq!(verified_payout(app, Some(&admin), "s1").await, None);
+    let refused = verified_payout(app, Some(&dev), "s2").await;
+    assert_eq!(refused.as_deref(), Some("only an admin may pay out"));
+    // No token: no principal, so the rule that reads it denies.
+    assert!(verified_payout(app, None, "s3").await.is_some());
+    // A token that is not valid is refused in the agent's own answer, with the reason; the
+    // events it sent were not applied.
+    let stranger_dir = tempfile::tempdir().unwrap();
+    let stranger = key(stranger_dir.path(), Algorithm::EdDSA);
+    let forged = token(
+        &stranger,
+        Algorithm::EdDSA,
+        kid,
+        &claims("ana", "admin", json!({})),
+    );
+    let reason = verified_payout(app, Some(&forged), "s4").await.unwrap();
+    assert!(reason.contains("bearer token is not valid"), "{reason}");
+    let expired = token(
+        k,
+        *alg,
+        kid,
+        &claims("ana", "admin", json!({"exp": now() - 3600})),
+    );
+    let reason = verified_payout(app, Some(&expired), "s5").await.unwrap();
+    assert!(reason.contains("bearer token is not valid"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_callers_hook_events_never_reach_another_callers_session() {
+    let iss = issuer_for(PAYOUTS, None).await;
+    let app = &iss.served.app;
+    let (alg, k, kid) = &iss.keys[1];
+    let ana = token(k, *alg, kid, &claims("ana", "admin", json!({})));
+    let bo = token(k, *alg, kid, &claims("bo", "admin", json!({})));
+    // Ana's session: a prompt, no identity check yet.
+    hook(app, Some(&ana), hook_event("s1", "UserPromptSubmit", "")).await;
+    // Bo reports the identity check in a session of the same id.
+    hook(app, Some(&bo), hook_event("s1", "UserPromptSubmit", "")).await;
+    hook(
+        app,
+        Some(&bo),
+        hook_event("s1", "PostToolUse", "verify_identity"),
+    )
+    .await;
+    // Ana's payout still lacks her own check.
+    let denied = hook(app, Some(&ana), hook_event("s1", "PreToolUse", "payout")).await;
+    assert!(hook_denial(&denied).is_some(), "{denied}");
+    // Bo's own session saw it.
+    let allowed = hook(app, Some(&bo), hook_event("s1", "PreToolUse", "payout")).await;
+    assert_eq!(hook_denial(&allowed), None, "{allowed}");
+}
+
+#[tokio::test]
+async fn the_admin_token_and_a_verified_token_both_open_the_hook_endpoint() {
+    let iss = issuer_for(PAYOUTS, Some("s3cret-admin-token")).await;
+    let app = &iss.served.app;
+    let (alg, k, kid) = &iss.keys[0];
+    let ana = token(k, *alg, kid, &claims("ana", "admin", json!({})));
+    assert_eq!(verified_payout(app, Some(&ana), "s1").await, None);
+    // The admin token is the server's own wiring: judged, with no principal.
+    let reason = verified_payout(app, Some("s3cret-admin-token"), "s2")
+        .await
+        .unwrap();
+    assert_eq!(reason, "only an admin may pay out");
+    // Neither: refused before it is judged.
+    let reason = verified_payout(app, None, "s3").await.unwrap();
+    assert!(
+        reason.contains("--admin-token, or a token its --jwks verifies"),
+        "{reason}"
+    );
 }
