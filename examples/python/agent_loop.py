@@ -3,7 +3,10 @@
 A scripted stand-in model emits the attack of each source document; every model turn the
 executor asks POST /v1/offer which tools to show, and POST /v1/decide before dispatching a
 batch. Refusals go back to the model as tool results. The latch state is carried by the
-executor itself (stateless use: `latched` in, `latched` out). Exits 1 on any mismatch.
+executor itself (stateless use: `latched` in, `latched` out). The support desk shows an ask:
+the executor puts the server's waiting ask to a (scripted) person through
+GET/POST /v1/approvals and sends the batch again, which the approval lets run once.
+Exits 1 on any mismatch.
 
 Run: toolgate serve stdlib-rules/examples & python3 examples/python/agent_loop.py
 """
@@ -14,8 +17,9 @@ TOOLS = pathlib.Path(__file__).resolve().parent.parent / "tools"
 failures = []
 
 
-def post(path, body):
-    req = urllib.request.Request(URL + path, data=json.dumps(body).encode(),
+def post(path, body=None, method="POST"):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(URL + path, data=data, method=method,
                                  headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
@@ -134,10 +138,54 @@ def messenger_payments():
     check(reply == "Payment confirmed.", f"reply: {reply}")
 
 
+def support_desk():
+    print("\n== support desk: a refund over 50 asks the agent's human ==")
+    session = f"desk-{os.getpid()}"
+    facts = {"stage": "support", "messages": [{"from": "client", "media": ["image"]}],
+             "called": [{"tool": "verify_identity", "ok": True}]}
+
+    def decide(turn, calls):
+        return post("/v1/decide", {"policy": "support_desk", "session": session, "turn": turn,
+                                   "facts": facts, "calls": calls})["decisions"]
+
+    def person(decision, say):
+        """The approval UI: the waiting ask, as the server lists it, answered by a person."""
+        waiting = post(f"/v1/approvals?session={session}", method="GET")["asks"]
+        ask = next((a for a in waiting if a["approval"] == decision["approval"]), None)
+        check(ask is not None, "the ask waits for a person")
+        print(f"  person sees: {ask['tool']} {json.dumps(ask['args'])}: {ask['reason']}")
+        print(f"  person says: {say}")
+        post("/v1/approvals", {"session": session, "approval": decision["approval"],
+                               "decision": say, "approver": "desk-lead"})
+
+    print("user: Please refund the 80 for the broken kettle.")
+    refund = [call("r1", "issue_refund", amount=80)]
+    d = decide("t1", refund)[0]
+    print(f"  model calls issue_refund {{\"amount\": 80}} -> {d.get('kind')}: {d['reason']}")
+    check(not d["allow"] and d["kind"] == "ask" and d["approval"].startswith("ap1:"),
+          f"an 80 refund asks: {d}")
+    person(d, "approve")
+    d = decide("t1", refund)[0]
+    print(f"  sent again -> {'allowed' if d['allow'] else d['kind']} ({d.get('kind')})")
+    check(d["allow"] and d["approval"] is not None, f"approved once: {d}")
+    # The approval is used: the same call again asks again.
+    d = decide("t1", refund)[0]
+    check(not d["allow"] and d["kind"] == "ask", f"an approval is used once: {d}")
+
+    print("user: And the 90 for the toaster.")
+    d = decide("t2", [call("r2", "issue_refund", amount=90)])[0]
+    check(d["kind"] == "ask", f"a 90 refund asks: {d}")
+    person(d, "reject")
+    d = decide("t2", [call("r2", "issue_refund", amount=90)])[0]
+    print(f"  sent again -> {d['kind']}: the model is told a person must approve it")
+    check(not d["allow"], f"a rejected ask never runs: {d}")
+
+
 if __name__ == "__main__":
     motor_claims()
     coach()
     messenger_payments()
+    support_desk()
     print(f"\nagent_loop.py: {len(failures)} mismatches" if failures
           else "\nagent_loop.py: every decision as expected")
     sys.exit(1 if failures else 0)
