@@ -5,7 +5,7 @@ use super::BundleError;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::Path;
-use toolgate_engine::{ImportTarget, ModuleText, Policy};
+use toolgate_engine::{ImportError, ImportTarget, ModuleText, Policy};
 use toolgate_loader::memory::join_import;
 use toolgate_loader::LoadError;
 
@@ -34,7 +34,7 @@ pub fn collect(dir: &Path) -> Result<BTreeMap<String, String>, BundleError> {
     }
     let imported = RefCell::new(BTreeMap::new());
     let failure = RefCell::new(None);
-    let resolve = |t: &ImportTarget<'_>| -> Result<ModuleText, String> {
+    let resolve = |t: &ImportTarget<'_>| -> Result<ModuleText, ImportError> {
         let ImportTarget::File { path, importer } = t else {
             return toolgate_engine::resolve_stdlib(t);
         };
@@ -43,7 +43,10 @@ pub fn collect(dir: &Path) -> Result<BTreeMap<String, String>, BundleError> {
         })?;
         let text = match files.get(&name) {
             Some(text) => text.clone(),
-            None => read(&dir.join(&name)).map_err(|e| e.to_string())?,
+            None => read(&dir.join(&name)).map_err(|e| ImportError::Unreadable {
+                path: name.clone(),
+                reason: e.to_string(),
+            })?,
         };
         imported.borrow_mut().insert(name.clone(), text.clone());
         Ok(ModuleText { name, text })

@@ -16,8 +16,8 @@ pub mod manifest;
 mod signature;
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
-use manifest::Manifest;
 pub use manifest::Stamp;
+use manifest::{Manifest, ManifestError};
 pub use signature::sha256_hex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -92,7 +92,7 @@ pub enum BundleError {
     Tampered(String),
     /// The manifest is missing or malformed.
     #[error("bad manifest: {0}")]
-    Manifest(String),
+    Manifest(#[from] manifest::ManifestError),
     /// A key file is malformed.
     #[error("bad key `{}`: {reason}", path.display())]
     Key {
@@ -105,8 +105,8 @@ pub enum BundleError {
     #[error(transparent)]
     Load(#[from] LoadError),
     /// An import outside the directory being bundled.
-    #[error("{0}")]
-    Import(String),
+    #[error(transparent)]
+    Import(toolgate_engine::ImportError),
 }
 
 /// Reads the file at `path`, refusing it once it holds more than `limit` bytes: a device
@@ -171,11 +171,11 @@ pub fn open(
     };
     let manifest_bytes = raw
         .remove(MANIFEST)
-        .ok_or_else(|| BundleError::Manifest(format!("no `{MANIFEST}` file")))?;
+        .ok_or(ManifestError::Missing(MANIFEST))?;
     let manifest: Manifest = serde_json::from_slice(&manifest_bytes).map_err(|e| {
-        BundleError::Manifest(toolgate_loader::log_text::escape(&e.to_string()).into_owned())
+        ManifestError::Malformed(toolgate_loader::log_text::escape(&e.to_string()).into_owned())
     })?;
-    manifest.check().map_err(BundleError::Manifest)?;
+    manifest.check()?;
     let files = raw
         .into_iter()
         .map(|(name, bytes)| match String::from_utf8(bytes) {
@@ -200,9 +200,12 @@ pub fn build(
     stamp: Stamp,
     now: SystemTime,
 ) -> Result<Vec<u8>, BundleError> {
-    manifest::check_scope(&stamp.scope).map_err(BundleError::Manifest)?;
+    manifest::check_scope(&stamp.scope).map_err(|why| ManifestError::Scope {
+        scope: toolgate_loader::log_text::escape(&stamp.scope).into_owned(),
+        why,
+    })?;
     if stamp.serial == 0 {
-        return Err(BundleError::Manifest("a serial is at least 1".into()));
+        return Err(ManifestError::SerialZero.into());
     }
     let files = collect::collect(dir)?;
     let set = toolgate_loader::memory::load_files(&files, 0, false)?;
@@ -211,8 +214,8 @@ pub fn build(
         .into_iter()
         .map(|(n, t)| (n, t.into_bytes()))
         .collect();
-    let manifest_json =
-        serde_json::to_vec_pretty(&manifest).map_err(|e| BundleError::Manifest(e.to_string()))?;
+    let manifest_json = serde_json::to_vec_pretty(&manifest)
+        .map_err(|e| ManifestError::Unwritable(e.to_string()))?;
     raw.insert(MANIFEST.to_string(), manifest_json);
     let sig = signature::sign(key, &raw);
     raw.insert(SIGNATURES.to_string(), sig);

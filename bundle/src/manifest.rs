@@ -57,23 +57,61 @@ pub struct Module {
 /// The longest scope name.
 pub const MAX_SCOPE: usize = 128;
 
+/// Why a scope name is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScopeError {
+    /// Empty, or longer than [`MAX_SCOPE`].
+    #[error("a scope is 1 to {MAX_SCOPE} characters")]
+    Length,
+    /// A character other than letters, digits and `- _ . : /`.
+    #[error("a scope is letters, digits and `- _ . : /`")]
+    Characters,
+}
+
+/// What is wrong with a bundle's manifest.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManifestError {
+    /// The bundle has no manifest file.
+    #[error("no `{0}` file")]
+    Missing(&'static str),
+    /// The manifest is not the JSON a manifest is (serde's words, escaped for a log line).
+    #[error("{0}")]
+    Malformed(String),
+    /// Its scope is not a scope name (the scope escaped for a log line).
+    #[error("scope `{scope}`: {why}")]
+    Scope {
+        /// The scope, escaped.
+        scope: String,
+        /// Why it is refused.
+        why: ScopeError,
+    },
+    /// Its serial is 0.
+    #[error("serial 0: a serial is at least 1")]
+    SerialZero,
+    /// It could not be written out (serde's words).
+    #[error("{0}")]
+    Unwritable(String),
+}
+
 /// Checks a scope name: 1 to [`MAX_SCOPE`] letters, digits and `- _ . : /`, so it reads the
 /// same in a manifest, a flag, a log line and a metric label.
-pub fn check_scope(scope: &str) -> Result<(), String> {
+pub fn check_scope(scope: &str) -> Result<(), ScopeError> {
     if scope.is_empty() || scope.len() > MAX_SCOPE {
-        return Err(format!("a scope is 1 to {MAX_SCOPE} characters"));
+        return Err(ScopeError::Length);
     }
     if !scope
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b"-_.:/".contains(&b))
     {
-        return Err("a scope is letters, digits and `- _ . : /`".into());
+        return Err(ScopeError::Characters);
     }
     Ok(())
 }
 
 /// A scope from the command line (`--scope` of `bundle build` and `serve`).
-pub fn parse_scope(s: &str) -> Result<String, String> {
+pub fn parse_scope(s: &str) -> Result<String, ScopeError> {
     check_scope(s).map(|()| s.to_string())
 }
 
@@ -128,16 +166,14 @@ impl Manifest {
 
 impl Manifest {
     /// Checks what a replica relies on: a well-formed scope and a serial of at least 1.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ManifestError> {
         let built = &self.metadata.toolgate;
-        check_scope(&built.scope).map_err(|e| {
-            format!(
-                "scope `{}`: {e}",
-                toolgate_loader::log_text::escape(&built.scope)
-            )
+        check_scope(&built.scope).map_err(|why| ManifestError::Scope {
+            scope: toolgate_loader::log_text::escape(&built.scope).into_owned(),
+            why,
         })?;
         if built.serial == 0 {
-            return Err("serial 0: a serial is at least 1".into());
+            return Err(ManifestError::SerialZero);
         }
         Ok(())
     }

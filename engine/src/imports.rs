@@ -67,27 +67,93 @@ pub struct ModuleText {
     pub text: String,
 }
 
+/// Why a resolver could not supply a module. Its text is the help line of the `cannot
+/// import` diagnostic, so it is written for the policy's author.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportError {
+    /// `use stdlib::NAME` names no module of the standard library.
+    #[error(
+        "the standard library has no module `{name}`; it has {}",
+        stdlib_names()
+    )]
+    UnknownStdlib {
+        /// The name written.
+        name: String,
+    },
+    /// A file import, handed to a resolver that reads no files.
+    #[error("cannot read `{path}`: this caller resolves only `stdlib::` imports ({hint})")]
+    NoFiles {
+        /// The path as written.
+        path: String,
+        /// What resolves files instead.
+        hint: &'static str,
+    },
+    /// A standard-library module imports a file.
+    #[error("a standard-library module cannot import files")]
+    FileFromStdlib,
+    /// The file could not be read.
+    #[error("cannot read `{path}`: {reason}")]
+    Unreadable {
+        /// The file, as the resolver looked for it.
+        path: String,
+        /// Why (the operating system's words).
+        reason: String,
+    },
+    /// An import from a bundle that is not a relative `/`-separated path.
+    #[error("`{path}`: a bundled import is a relative `/`-separated path")]
+    NotRelative {
+        /// The path as written.
+        path: String,
+    },
+    /// An import that climbs above the policy directory (or the bundle's root).
+    #[error("`{path}` (imported by `{importer}`) is outside the policy directory")]
+    OutsideRoot {
+        /// The path as written.
+        path: String,
+        /// The importing file.
+        importer: String,
+    },
+    /// A bundle that does not hold the file.
+    #[error("the bundle holds no file `{name}`")]
+    NotInBundle {
+        /// The bundle path looked for.
+        name: String,
+    },
+    /// An embedder's own resolver's reason.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// The standard library's module names, for [`ImportError::UnknownStdlib`].
+fn stdlib_names() -> String {
+    STDLIB
+        .iter()
+        .map(|(n, _)| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A resolver: the module a `use` names, or why it cannot be had.
+pub type Resolver<'r> = dyn Fn(&ImportTarget<'_>) -> Result<ModuleText, ImportError> + 'r;
+
 /// The resolver [`Policy::compile`](crate::Policy::compile) uses: the embedded standard
 /// library only; a file import is an error that says a file resolver is needed.
-pub fn resolve_stdlib(target: &ImportTarget<'_>) -> Result<ModuleText, String> {
+pub fn resolve_stdlib(target: &ImportTarget<'_>) -> Result<ModuleText, ImportError> {
     match target {
         ImportTarget::Stdlib(name) => match stdlib_module(name) {
             Some(text) => Ok(ModuleText {
                 name: format!("stdlib::{name}"),
                 text: text.to_string(),
             }),
-            None => Err(format!(
-                "the standard library has no module `{name}`; it has {}",
-                STDLIB
-                    .iter()
-                    .map(|(n, _)| format!("`{n}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
+            None => Err(ImportError::UnknownStdlib {
+                name: (*name).to_string(),
+            }),
         },
-        ImportTarget::File { path, .. } => Err(format!(
-            "cannot read `{path}`: this caller resolves only `stdlib::` imports (the `toolgate` CLI and server read files; embedders pass a resolver to `Policy::compile_with`)"
-        )),
+        ImportTarget::File { path, .. } => Err(ImportError::NoFiles {
+            path: (*path).to_string(),
+            hint: "the `toolgate` CLI and server read files; embedders pass a resolver to `Policy::compile_with`",
+        }),
     }
 }
 
@@ -102,7 +168,7 @@ pub(crate) struct Imported {
 }
 
 struct Expander<'r> {
-    resolver: &'r dyn Fn(&ImportTarget<'_>) -> Result<ModuleText, String>,
+    resolver: &'r Resolver<'r>,
     source: SourceFile,
     diags: Vec<Diagnostic>,
     /// (module name, item) pairs already brought in; `None` is the whole module.
@@ -116,7 +182,7 @@ struct Expander<'r> {
 pub(crate) fn expand(
     policy: &mut ast::Policy,
     source: SourceFile,
-    resolver: &dyn Fn(&ImportTarget<'_>) -> Result<ModuleText, String>,
+    resolver: &Resolver<'_>,
 ) -> Result<(SourceFile, Vec<Imported>), (SourceFile, Vec<Diagnostic>)> {
     if !policy.items.iter().any(|i| matches!(i, Item::Use(_))) {
         return Ok((source, Vec::new()));
@@ -176,7 +242,7 @@ impl Expander<'_> {
                 self.diags.push(
                     Diagnostic::error(u.span, format!("cannot import `{}`", u.display()))
                         .with_label("imported here")
-                        .with_help(why),
+                        .with_help(why.to_string()),
                 );
                 return Vec::new();
             }

@@ -61,7 +61,9 @@ mod words;
 
 // Compiling: a policy from text, its errors and warnings, the standard library and imports.
 pub use error::CompileError;
-pub use imports::{resolve_stdlib, stdlib_module, ImportTarget, ModuleText, STDLIB};
+pub use imports::{
+    resolve_stdlib, stdlib_module, ImportError, ImportTarget, ModuleText, Resolver, STDLIB,
+};
 pub use limits::{MAX_IMPORT_DEPTH, MAX_INDEXED_BYTES, MAX_SOURCE_BYTES};
 pub use policy::Policy;
 pub use toolgate_lang::ast::ToolClass;

@@ -4,7 +4,7 @@
 //! either passes or ends the compile with every diagnostic it found.
 
 use crate::error::CompileError;
-use crate::imports::{ImportTarget, ModuleText};
+use crate::imports::Resolver;
 use crate::limits::MAX_SOURCE_BYTES;
 use crate::policy::Policy;
 use toolgate_lang::{Diagnostic, SourceFile, Span};
@@ -25,7 +25,7 @@ impl Policy {
     pub fn compile_with(
         file_name: &str,
         text: &str,
-        resolve: &dyn Fn(&ImportTarget<'_>) -> Result<ModuleText, String>,
+        resolve: &Resolver<'_>,
     ) -> Result<Policy, CompileError> {
         let source = SourceFile::new(file_name, text);
         if text.len() > MAX_SOURCE_BYTES {

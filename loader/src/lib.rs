@@ -18,7 +18,9 @@ pub mod log_text;
 pub mod memory;
 
 use std::path::{Path, PathBuf};
-use toolgate_engine::{CompileError, ImportTarget, ModuleText, Policy, PolicySet};
+use toolgate_engine::{
+    CompileError, ImportError, ImportTarget, ModuleText, Policy, PolicySet, Resolver,
+};
 
 /// The name standard input is shown under in diagnostics.
 pub const STDIN_NAME: &str = "<stdin>";
@@ -82,20 +84,22 @@ pub fn display_name(path: &str) -> &str {
 
 /// The import resolver for policies on disk: the embedded standard library, and files
 /// relative to the importing file.
-pub fn resolve_import(target: &ImportTarget<'_>) -> Result<ModuleText, String> {
+pub fn resolve_import(target: &ImportTarget<'_>) -> Result<ModuleText, ImportError> {
     match target {
         ImportTarget::Stdlib(_) => toolgate_engine::resolve_stdlib(target),
         ImportTarget::File { path, importer } => {
             if importer.starts_with("stdlib::") {
-                return Err("a standard-library module cannot import files".into());
+                return Err(ImportError::FileFromStdlib);
             }
             let base = match Path::new(importer).parent() {
                 Some(dir) if *importer != STDIN_NAME => dir.to_path_buf(),
                 _ => PathBuf::new(),
             };
             let full = base.join(path);
-            let text = std::fs::read_to_string(&full)
-                .map_err(|e| format!("cannot read `{}`: {e}", full.display()))?;
+            let text = std::fs::read_to_string(&full).map_err(|e| ImportError::Unreadable {
+                path: full.display().to_string(),
+                reason: e.to_string(),
+            })?;
             Ok(ModuleText {
                 name: full.display().to_string(),
                 text,
@@ -135,7 +139,7 @@ pub fn is_policy_name(name: &str) -> bool {
 /// reported; with `deny_warnings`, a warning fails its file too.
 pub fn compile_all(
     sources: impl IntoIterator<Item = (String, String)>,
-    resolve: &dyn Fn(&ImportTarget<'_>) -> Result<ModuleText, String>,
+    resolve: &Resolver<'_>,
     deny_warnings: bool,
 ) -> Result<Vec<Policy>, LoadError> {
     let mut policies = Vec::new();

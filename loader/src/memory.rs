@@ -7,16 +7,14 @@
 
 use crate::{compile_all, is_policy_name, LoadError};
 use std::collections::BTreeMap;
-use toolgate_engine::{ImportTarget, ModuleText, PolicySet};
+use toolgate_engine::{ImportError, ImportTarget, ModuleText, PolicySet};
 
 /// Joins `path`, as written in a `use` of the file `importer`, to the importer's folder and
 /// normalises it to a bundle path. An absolute path, or one that climbs above the root, is an
 /// error.
-pub fn join_import(importer: &str, path: &str) -> Result<String, String> {
+pub fn join_import(importer: &str, path: &str) -> Result<String, ImportError> {
     if path.starts_with('/') || path.contains('\\') {
-        return Err(format!(
-            "`{path}`: a bundled import is a relative `/`-separated path"
-        ));
+        return Err(ImportError::NotRelative { path: path.into() });
     }
     let mut parts: Vec<&str> = importer.split('/').collect();
     parts.pop();
@@ -25,9 +23,10 @@ pub fn join_import(importer: &str, path: &str) -> Result<String, String> {
             "" | "." => {}
             ".." => {
                 if parts.pop().is_none() {
-                    return Err(format!(
-                        "`{path}` (imported by `{importer}`) is outside the policy directory"
-                    ));
+                    return Err(ImportError::OutsideRoot {
+                        path: path.into(),
+                        importer: importer.into(),
+                    });
                 }
             }
             name => parts.push(name),
@@ -41,12 +40,12 @@ pub fn join_import(importer: &str, path: &str) -> Result<String, String> {
 pub fn resolve_in(
     files: &BTreeMap<String, String>,
     target: &ImportTarget<'_>,
-) -> Result<ModuleText, String> {
+) -> Result<ModuleText, ImportError> {
     match target {
         ImportTarget::Stdlib(_) => toolgate_engine::resolve_stdlib(target),
         ImportTarget::File { path, importer } => {
             if importer.starts_with("stdlib::") {
-                return Err("a standard-library module cannot import files".into());
+                return Err(ImportError::FileFromStdlib);
             }
             let name = join_import(importer, path)?;
             match files.get(&name) {
@@ -54,7 +53,7 @@ pub fn resolve_in(
                     name,
                     text: text.clone(),
                 }),
-                None => Err(format!("the bundle holds no file `{name}`")),
+                None => Err(ImportError::NotInBundle { name }),
             }
         }
     }

@@ -24,7 +24,7 @@ fn call(id: &str, tool: &str) -> Call {
 /// A resolver over an in-memory map of files, for file imports without I/O.
 fn files(
     map: &'static [(&'static str, &'static str)],
-) -> impl Fn(&ImportTarget<'_>) -> Result<ModuleText, String> {
+) -> impl Fn(&ImportTarget<'_>) -> Result<ModuleText, toolgate_engine::ImportError> {
     move |t| match t {
         ImportTarget::File { path, .. } => map
             .iter()
@@ -33,7 +33,7 @@ fn files(
                 name: (*p).to_string(),
                 text: (*text).to_string(),
             })
-            .ok_or_else(|| format!("no file `{path}`")),
+            .ok_or_else(|| toolgate_engine::ImportError::Other(format!("no file `{path}`"))),
         ImportTarget::Stdlib(_) => toolgate_engine::resolve_stdlib(t),
     }
 }

@@ -16,7 +16,7 @@ mod turns;
 use policy::PyPolicy;
 use pyo3::prelude::*;
 use std::path::PathBuf;
-use toolgate_engine::{ImportTarget, ModuleText, Policy};
+use toolgate_engine::{ImportError, ImportTarget, ModuleText, Policy};
 
 /// Compiles policy `source`, naming it `filename` in diagnostics.
 ///
@@ -42,12 +42,13 @@ fn load(py: Python<'_>, path: PathBuf) -> PyResult<PyPolicy> {
 }
 
 /// The import resolver of `compile`: the embedded standard library only.
-fn stdlib_only(target: &ImportTarget<'_>) -> Result<ModuleText, String> {
+fn stdlib_only(target: &ImportTarget<'_>) -> Result<ModuleText, ImportError> {
     match target {
         ImportTarget::Stdlib(_) => toolgate_engine::resolve_stdlib(target),
-        ImportTarget::File { .. } => Err("`toolgate.compile` resolves only `stdlib::` imports; \
-             use `toolgate.load(path)` to import files relative to a policy file"
-            .into()),
+        ImportTarget::File { path, .. } => Err(ImportError::NoFiles {
+            path: (*path).to_string(),
+            hint: "`toolgate.compile` reads no files; use `toolgate.load(path)` to import files relative to a policy file",
+        }),
     }
 }
 
