@@ -136,9 +136,14 @@ async fn shared_judge(
     let mut carried: Option<Carried> = None;
     let mut conflicts = 0;
     let mut last = None;
+    let mut pruned = false;
     while conflicts < redis_store::budgets::MAX_ATTEMPTS {
         let given = counts.as_ref().map(BatchCounts::given);
         let own = decide(None, given.clone());
+        if let Some(c) = counts.as_mut().filter(|_| !pruned) {
+            c.drop_unread(policy, &own);
+        }
+        pruned = true;
         if let (Some(ids), None) = (ids, &carried) {
             let reply = store
                 .exchange(

@@ -48,7 +48,10 @@
 //! (`PREFIX:b:{MODULE:BUDGET:SCOPE}`), which spreads those counts over the shards; each is
 //! checked and consumed on its shard by `budget_only.lua`, atomically there under the check
 //! above: one more round trip per distinct slot the batch's counts are in besides the
-//! session's (the slots' scripts are sent at once). Each slot's marker judges the counts in
+//! session's (the slots' scripts are sent at once). A batch reads a principal's or a
+//! tenant's count only when one of its calls is a tool the budget counts
+//! ([`BatchCounts::drop_unread`]): a batch none of whose calls such a budget counts makes
+//! its one round trip. Each slot's marker judges the counts in
 //! it, so a shard that lost its data has its own counts taken as spent in full (below).
 //!
 //! Across slots nothing is atomic: the exchange, or one slot's script, may have added the
@@ -107,6 +110,8 @@ struct Count {
     window: u64,
     /// The budget's limit.
     max: f64,
+    /// Whether it is a principal's or a tenant's (shared by every session).
+    shared: bool,
 }
 
 /// The counts one batch reads, with the keys they are stored under, which of them its
@@ -168,6 +173,38 @@ impl BatchCounts {
             .zip(&self.used)
             .map(|(c, used)| (c.name.clone(), *used))
             .collect()
+    }
+
+    /// Drops the counts of a principal or a tenant that no call of the batch can consume
+    /// from, before anything is written (`judged` is the batch's first judgement): they change
+    /// no decision, and in a cluster each costs a round trip. One whose budget `judged`
+    /// consumed from or denied a call by stays all the same. A judgement without a count
+    /// denies every call its budget governs, so a count dropped wrongly could only deny. A
+    /// turn's and a session's counts stay: they ride in the session's exchange, and every
+    /// batch of the session renews them (an unwindowed one lives TTL + keep-expired past its
+    /// last use, as the session's turn state does).
+    pub fn drop_unread(&mut self, policy: &Policy, judged: &Response) {
+        if self.written.iter().any(|w| *w) {
+            return;
+        }
+        let read = |c: &Count| {
+            !c.shared
+                || judged.spent.contains_key(c.name.as_str())
+                || judged.decisions.iter().any(|d| {
+                    policy.budget_counts(&c.name, &d.tool)
+                        || (d.kind == Some(DenyKind::Budget)
+                            && d.rule.as_deref() == Some(c.name.as_str()))
+                })
+        };
+        let keep: Vec<bool> = self.counts.iter().map(read).collect();
+        if keep.iter().all(|k| *k) {
+            return;
+        }
+        let mut kept = keep.iter().copied();
+        self.counts.retain(|_| kept.next().unwrap_or(true));
+        let mut kept = keep.iter().copied();
+        self.used.retain(|_| kept.next().unwrap_or(true));
+        self.written.truncate(self.counts.len());
     }
 
     /// `response` allowing no call a judgement already written denied: each such call gets
@@ -328,6 +365,7 @@ impl RedisStore {
                     name: name.to_string(),
                     window: c.budget.window.map_or(0, super::millis),
                     max: c.budget.max,
+                    shared: matches!(c.budget.scope, BudgetScope::Principal | BudgetScope::Tenant),
                 }
             })
             .collect();
@@ -438,6 +476,43 @@ mod tests {
             written: Vec::new(),
             fence: None,
         }
+    }
+
+    #[test]
+    fn only_the_principals_counts_a_call_can_consume_from_are_read() {
+        let policy = Policy::compile(
+            "m.gate",
+            &format!(
+                "{}budget other for note {{ count <= 1 within 1h per principal }}\n\
+                 budget mine for note {{ count <= 1 per session }}\n",
+                POLICY
+                    .replace("write refund", "write refund, note")
+                    .replace("tools [refund]", "tools [refund, note]")
+            ),
+        )
+        .unwrap();
+        let count = |name: &str, shared: bool| Count {
+            key: format!("k:{name}"),
+            slot: 0,
+            name: name.into(),
+            window: 0,
+            max: 1.0,
+            shared,
+        };
+        let mut c = BatchCounts {
+            counts: vec![count("b", true), count("other", true), count("mine", false)],
+            used: vec![0.0, 0.0, 0.0],
+            written: vec![false; 3],
+            fence: None,
+        };
+        let refunds = judged(&policy, 0.0);
+        assert!(policy.budget_counts("b", "refund"));
+        assert!(!policy.budget_counts("other", "refund"));
+        assert!(!policy.budget_counts("b", "nothing"));
+        c.drop_unread(&policy, &refunds);
+        let names: Vec<_> = c.given().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["b", "mine"], "the session's stays, to be renewed");
+        assert_eq!(c.written.len(), 2);
     }
 
     #[test]
