@@ -317,7 +317,10 @@ impl BatchCounts {
             for &i in which {
                 self.written[i] = true;
             }
-            self.wrote(judged);
+            // Only a count still to write can make the batch be judged again.
+            if self.written.iter().any(|w| !*w) {
+                self.wrote(judged);
+            }
         } else {
             for (&i, n) in which.iter().zip(fresh) {
                 self.used[i] = n;
