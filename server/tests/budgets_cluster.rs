@@ -159,24 +159,37 @@ async fn a_principals_count_lives_in_its_own_slot_and_a_sessions_beside_the_sess
     assert_eq!(shards.len(), 3, "over every shard: {holders:?}");
 }
 
-/// The script calls (`EVALSHA`, `EVAL`) of every shard: the round trips batches made.
-fn script_calls(cluster: &RedisCluster) -> u64 {
-    cluster.nodes.iter().map(budgets_redis::script_calls).sum()
+/// The script calls (`EVALSHA`, `EVAL`) of each shard: the round trips batches made there.
+fn script_calls(cluster: &RedisCluster) -> Vec<u64> {
+    cluster
+        .nodes
+        .iter()
+        .map(budgets_redis::script_calls)
+        .collect()
 }
 
-/// Script calls per batch of `calls` in session s1 by principal ana, over 20 batches: the
-/// first (not counted) loads the scripts on the shards the measured ones use.
-async fn trips(cluster: &RedisCluster, shop: &Served, calls: &[(&str, f64)]) -> f64 {
+/// Script calls per batch of `calls` in session s1 by principal `sub`, on each shard, over 20
+/// batches: the first (not counted) loads the scripts on the shards the measured ones use.
+async fn trips(
+    cluster: &RedisCluster,
+    shop: &Served,
+    sub: &str,
+    calls: &[(&str, f64)],
+) -> Vec<f64> {
     const BATCHES: u64 = 20;
     let warm = format!("warm{}", calls.len());
-    decide(&shop.app, batch("s1", &warm, Some("ana"), calls)).await;
+    decide(&shop.app, batch("s1", &warm, Some(sub), calls)).await;
     let before = script_calls(cluster);
     for i in 0..BATCHES {
         let turn = format!("t{}-{i}", calls.len());
-        let d = decide(&shop.app, batch("s1", &turn, Some("ana"), calls)).await;
+        let d = decide(&shop.app, batch("s1", &turn, Some(sub), calls)).await;
         assert!(allowed(&d).iter().all(|a| *a), "every batch fits: {d:?}");
     }
-    (script_calls(cluster) - before) as f64 / BATCHES as f64
+    script_calls(cluster)
+        .into_iter()
+        .zip(before)
+        .map(|(after, before)| (after - before) as f64 / BATCHES as f64)
+        .collect()
 }
 
 #[tokio::test]
@@ -185,7 +198,6 @@ async fn a_sessions_budget_adds_no_round_trip_and_a_principals_one() {
         return;
     }
     let all = [("send", 0.0), ("note", 0.0), ("pay", 0.0)];
-    let mut per_batch = Vec::new();
     for (tag, policy) in [
         ("plain", PLAIN),
         ("session", SESSION_ONLY),
@@ -193,29 +205,41 @@ async fn a_sessions_budget_adds_no_round_trip_and_a_principals_one() {
     ] {
         let cluster = RedisCluster::start(&format!("budget-cluster-trips-{tag}"), 3);
         let shop = replica(&cluster, policy).await;
-        per_batch.push(trips(&cluster, &shop, &all).await);
+        let sub = sub_apart(&cluster, "s1");
+        // One script on the session's shard per batch, and one on the principal's (another
+        // one) when its count is read.
+        let expected = |principal: bool| {
+            let mut per_shard = vec![0.0; cluster.nodes.len()];
+            per_shard[owner(&cluster, &session_key("s1"))] += 1.0;
+            if principal {
+                per_shard[owner(&cluster, &principal_count("by_principal", &sub))] += 1.0;
+            }
+            per_shard
+        };
+        let measured = trips(&cluster, &shop, &sub, &all).await;
+        eprintln!("script calls per batch and shard on a cluster, {tag}: {measured:?}");
+        assert_eq!(measured, expected(tag == "principal"), "{tag}");
         if tag == "principal" {
             // No call the principal's budget counts: its count is not read.
-            per_batch.push(trips(&cluster, &shop, &all[..2]).await);
+            let measured = trips(&cluster, &shop, &sub, &all[..2]).await;
+            eprintln!("the same, no call the principal's budget counts: {measured:?}");
+            assert_eq!(measured, expected(false), "{tag}, not counted");
         }
     }
-    eprintln!(
-        "script calls per batch on a cluster: without a budget {}, a session's and a turn's {}, a principal's {} ({} for a batch it does not count)",
-        per_batch[0], per_batch[1], per_batch[2], per_batch[3]
-    );
-    assert_eq!(per_batch, [1.0, 1.0, 2.0, 1.0]);
+}
+
+/// The index of the node that serves the slot of `key`.
+fn owner(cluster: &RedisCluster, key: &str) -> usize {
+    let slot = slot(cluster, key);
+    cluster.nodes.iter().position(|n| owns(n, slot)).unwrap()
 }
 
 /// A sub whose `by_principal` count is on another shard than session `s`'s keys.
 fn sub_apart(cluster: &RedisCluster, s: &str) -> String {
-    let owner = |key: &str| {
-        let slot = slot(cluster, key);
-        cluster.nodes.iter().position(|n| owns(n, slot)).unwrap()
-    };
-    let home = owner(&session_key(s));
+    let home = owner(cluster, &session_key(s));
     (0..)
         .map(|i| format!("sub{i}"))
-        .find(|sub| owner(&principal_count("by_principal", sub)) != home)
+        .find(|sub| owner(cluster, &principal_count("by_principal", sub)) != home)
         .unwrap()
 }
 
