@@ -428,6 +428,19 @@ impl Policy {
         })
     }
 
+    /// Whether budget `name` counts calls of `tool` (its `for` names the tool, or a class or
+    /// set holding it): false for a tool the policy never classified, or a budget it does not
+    /// declare. A keeper of counts needs only the counts a batch's calls can consume from.
+    pub fn budget_counts(&self, name: &str, tool: &str) -> bool {
+        self.tool_id(tool).is_some_and(|id| {
+            self.tools[id.index()].budgets.iter().any(|&b| {
+                self.budgets
+                    .get(usize::from(b))
+                    .is_some_and(|info| &*info.name == name)
+            })
+        })
+    }
+
     /// Whether any budget counts across batches, so judging needs `facts.spent` from a keeper.
     pub fn keeps_counts(&self) -> bool {
         self.budgets

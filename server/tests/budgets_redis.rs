@@ -12,27 +12,37 @@ use serde_json::json;
 use std::time::Duration;
 use toolgate_server::{RedisConfig, StoreTls};
 
-const SHOP: &str = r#"module shop
-write refund, send, pay, note
-ingest fetch
-stage main { tools [refund, send, pay, note, fetch] }
-latch tainted { set_by [fetch] blocks [send] }
-budget per_tenant for refund { sum args.amount <= 6 within 1h per tenant }
-budget per_session for send { count <= 3 per session }
-budget quick for pay { count <= 2 within 1s per principal }
-budget many for note { count <= 100000 within 1h per principal }
-"#;
+/// A policy over the tools, stage and latch every budget test here shares, with `budgets`
+/// (literals) after them.
+macro_rules! shop {
+    ($($budgets:literal),*) => {
+        concat!(
+            "module shop\nwrite refund, send, pay, note\ningest fetch\n",
+            "stage main { tools [refund, send, pay, note, fetch] }\n",
+            "latch tainted { set_by [fetch] blocks [send] }\n",
+            $($budgets),*
+        )
+    };
+}
+pub(crate) use shop;
+
+const SHOP: &str = shop!(
+    "budget per_tenant for refund { sum args.amount <= 6 within 1h per tenant }\n",
+    "budget per_session for send { count <= 3 per session }\n",
+    "budget quick for pay { count <= 2 within 1s per principal }\n",
+    "budget many for note { count <= 100000 within 1h per principal }\n"
+);
 
 /// The same tools without a budget: the round-trip baseline.
-const PLAIN: &str = r#"module shop
-write refund, send, pay
-ingest fetch
-stage main { tools [refund, send, pay, fetch] }
-latch tainted { set_by [fetch] blocks [send] }
-"#;
+pub(crate) const PLAIN: &str = shop!();
 
 async fn replica(redis: &Redis, policy: &str) -> Served {
-    let url = redis.url();
+    replica_on(redis.url(), policy).await
+}
+
+/// A replica serving `policy` with its turn state and counts in the store at `url`, which it
+/// declares new (`--state-new`).
+pub(crate) async fn replica_on(url: String, policy: &str) -> Served {
     serve(&[("shop.gate", policy)], move |c, _| {
         c.state = Some(RedisConfig {
             url,
@@ -43,6 +53,31 @@ async fn replica(redis: &Redis, policy: &str) -> Served {
         });
     })
     .await
+}
+
+/// Runs `n` tasks at once, the i-th `each(i, app)` with the app of `a` for an even i and of
+/// `b` for an odd one: their outputs, in order.
+pub(crate) async fn concurrently<T, F>(
+    a: &Served,
+    b: &Served,
+    n: usize,
+    each: impl Fn(usize, axum::Router) -> F,
+) -> Vec<T>
+where
+    T: Send + 'static,
+    F: std::future::Future<Output = T> + Send + 'static,
+{
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let app = if i % 2 == 0 { &a.app } else { &b.app };
+            tokio::spawn(each(i, app.clone()))
+        })
+        .collect();
+    let mut out = Vec::with_capacity(n);
+    for h in handles {
+        out.push(h.await.unwrap());
+    }
+    out
 }
 
 /// A store for the test `tag` and one replica on it, with a first batch of `sub` that spends
@@ -66,22 +101,14 @@ async fn two_replicas_on_one_store_never_spend_one_remainder_twice() {
     }
     let redis = Redis::start("budget-replicas", false);
     let (a, b) = (replica(&redis, SHOP).await, replica(&redis, SHOP).await);
-    let mut handles = Vec::new();
-    for i in 0..20 {
-        let app = if i % 2 == 0 {
-            a.app.clone()
-        } else {
-            b.app.clone()
-        };
-        handles.push(tokio::spawn(async move {
-            let body = batch(&format!("s{i}"), "t1", Some("cara"), &[("refund", 1.0)]);
-            decide(&app, body).await[0]["allow"] == true
-        }));
-    }
-    let mut ran = 0;
-    for h in handles {
-        ran += usize::from(h.await.unwrap());
-    }
+    let ran = concurrently(&a, &b, 20, |i, app| async move {
+        let body = batch(&format!("s{i}"), "t1", Some("cara"), &[("refund", 1.0)]);
+        decide(&app, body).await[0]["allow"] == true
+    })
+    .await
+    .into_iter()
+    .filter(|ran| *ran)
+    .count();
     assert_eq!(ran, 6, "the tenant's 6 are spent once over both replicas");
     // One session's count, shared: three sends over both replicas, then none.
     let mut sends = Vec::new();
@@ -225,6 +252,86 @@ async fn a_latch_carried_from_an_earlier_batch_is_judged_with_the_count() {
     assert_eq!(allowed(&d), [true, false], "one of three left: {d:?}");
 }
 
+/// One budget over a tool a latch blocks and one it does not.
+const SPAN: &str = r#"module shop
+write refund, send
+ingest fetch
+stage main { tools [refund, send, fetch] }
+latch tainted { set_by [fetch] blocks [send] }
+budget spend for [send, refund] { sum args.amount <= 6 within 1h per tenant }
+"#;
+
+/// A batch whose counts wait for the turn's latches ("deferred") is judged again with the
+/// counts the store answered, not with those this replica saw before: another replica spent
+/// most of the tenant's 6 meanwhile.
+#[tokio::test]
+async fn a_deferred_batch_is_judged_with_the_stores_counts() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start("budget-deferred", false);
+    let (a, b) = (replica(&redis, SPAN).await, replica(&redis, SPAN).await);
+    // Replica a sees the tenant's count at 0 and latches turn t1.
+    let d = decide(&a.app, batch("s1", "t1", Some("ana"), &[("fetch", 0.0)])).await;
+    assert_eq!(allowed(&d), [true]);
+    let d = decide(&b.app, batch("s2", "t1", Some("bob"), &[("refund", 4.0)])).await;
+    assert_eq!(allowed(&d), [true]);
+    // Judged first with 0 and no latch: the send fits, the refund does not (2 + 5 > 6), and
+    // 4 + 2 fits in the store, so the script lets it stand. The turn carries the latch, so
+    // the counts wait for the judgement with it: the send is blocked, and the refund must be
+    // judged against the 4 spent, not the 0 seen before.
+    let d = decide(
+        &a.app,
+        batch("s1", "t1", Some("ana"), &[("send", 2.0), ("refund", 5.0)]),
+    )
+    .await;
+    assert_eq!(allowed(&d), [false, false], "2 of 6 left: {d:?}");
+    assert_eq!(d[0]["kind"], "latch", "{d:?}");
+    assert_eq!(d[1]["kind"], "budget", "{d:?}");
+    let d = decide(&b.app, batch("s3", "t1", Some("bob"), &[("refund", 2.0)])).await;
+    assert_eq!(allowed(&d), [true], "2 of 6 left: {d:?}");
+}
+
+/// Two latches, and one budget over a tool the first blocks and a tool that sets the second.
+const SETTER: &str = r#"module shop
+write send, pay
+read lookup
+ingest fetch
+stage main { tools [send, pay, lookup, fetch] }
+latch tainted { set_by [fetch] blocks [send] }
+latch looked { set_by [lookup] blocks [pay] }
+budget once for [send, lookup] { count <= 1 per session }
+"#;
+
+/// A call the first judgement's budget denied may run once the turn's latches block an
+/// earlier call of the batch; the latch it sets is in the store already, since a batch sets
+/// the latches of all its setters, allowed or not (`docs/language.md`, "Pre-scan"), and the
+/// exchange recorded them.
+#[tokio::test]
+async fn a_call_the_turns_latches_make_room_for_runs_and_its_latch_is_kept() {
+    if !redis_available() {
+        return;
+    }
+    let redis = Redis::start("budget-setter", false);
+    let (a, b) = (replica(&redis, SETTER).await, replica(&redis, SETTER).await);
+    let d = decide(&a.app, batch("s1", "t1", None, &[("fetch", 0.0)])).await;
+    assert_eq!(allowed(&d), [true]);
+    // First judged with no latch: the send takes the one, the lookup is over budget. With
+    // the turn's latch the send is blocked, and the lookup fits.
+    let d = decide(
+        &a.app,
+        batch("s1", "t1", None, &[("send", 0.0), ("lookup", 0.0)]),
+    )
+    .await;
+    assert_eq!(allowed(&d), [false, true], "{d:?}");
+    assert_eq!(d[0]["kind"], "latch", "{d:?}");
+    let d = decide(&b.app, batch("s1", "t1", None, &[("pay", 0.0)])).await;
+    assert_eq!(allowed(&d), [false], "the lookup latched the turn: {d:?}");
+    assert_eq!(d[0]["rule"], "looked", "{d:?}");
+    let d = decide(&b.app, batch("s1", "t2", None, &[("lookup", 0.0)])).await;
+    assert_eq!(allowed(&d), [false], "the session's one is spent: {d:?}");
+}
+
 #[tokio::test]
 async fn a_windows_history_is_capped_and_merges_its_oldest_forward() {
     let Some((redis, shop)) = started("budget-cap", "ana").await else {
@@ -262,7 +369,7 @@ async fn a_windows_history_is_capped_and_merges_its_oldest_forward() {
 
 /// The sum of `calls` of the script commands (`EVALSHA`, `EVAL`) in `INFO commandstats`: the
 /// round trips batches made.
-fn script_calls(redis: &Redis) -> u64 {
+pub(crate) fn script_calls(redis: &Redis) -> u64 {
     redis
         .cli(&["INFO", "commandstats"])
         .lines()

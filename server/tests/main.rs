@@ -11,6 +11,8 @@ mod authzen;
 mod bearer;
 mod budgets;
 #[cfg(feature = "redis")]
+mod budgets_cluster;
+#[cfg(feature = "redis")]
 mod budgets_redis;
 mod router;
 mod shadow;

@@ -1,6 +1,8 @@
 -- Budget counts over batches (redis_store/budgets.rs says why this is safe between replicas).
 -- Prepended after session.lua to exchange.lua, and alone after common.lua to budget_only.lua
--- (a batch with no session, or one whose counts wait for a judgement with the turn's latches).
+-- (a batch with no session, one whose counts wait for a judgement with the turn's latches, or,
+-- in a cluster, the counts in one slot other than the session's: a principal's, a tenant's).
+-- Every count of one call is in the slot of KEYS[3], the marker that judges it.
 -- The first line before it, `local B = N`, says where its arguments start.
 --
 -- ARGV[B] how many counts (0: nothing below reads or writes), ARGV[B + 1] the most entries

@@ -1,6 +1,8 @@
--- A batch's budget counts alone (after common.lua and budget.lua): a batch with no session, or
--- one whose counts exchange.lua deferred. KEYS[1] and KEYS[2] are the marker's key again
--- (unused); the counts are KEYS[4] on. Reply {"ok", "", epoch, seq, "ok", counts after...}.
+-- A batch's budget counts alone (after common.lua and budget.lua): a batch with no session,
+-- one whose counts exchange.lua deferred, or, in a cluster, those in one slot other than the
+-- session's (redis_store/budgets.rs, "Counts in other slots"). KEYS[1] and KEYS[2] are the
+-- marker's key again (unused); the counts are KEYS[4] on. Reply {"ok", "", epoch, seq, "ok",
+-- counts after...}.
 
 budget_commit()
 local reply = {'ok', '', epoch, tostring(seq), 'ok'}

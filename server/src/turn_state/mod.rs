@@ -10,9 +10,10 @@
 //!
 //! The batch's budget counts over batches are kept beside the turn state: in memory by the
 //! [`Book`], whose lock the whole judgement runs under; in the shared store inside the same
-//! exchange, checked and added atomically by the script ([`redis_store::budgets`] says why
-//! two replicas never spend one remainder). A batch with no session is judged here too,
-//! for its counts alone.
+//! exchange, checked and added atomically by the script, and in a cluster a principal's or a
+//! tenant's count by one more script on its own slot ([`redis_store::budgets`] says why two
+//! replicas never spend one remainder, across slots too). A batch with no session is judged
+//! here too, for its counts alone.
 //!
 //! When the shared store fails, the batch is judged fail-closed ([`fail_closed`]).
 //!
@@ -104,9 +105,11 @@ fn settle(
 }
 
 /// [`TurnState::judge`] against the shared store: one round trip for the turn state and the
-/// counts together, again only when the counts changed under the batch or must wait for the
-/// turn's latches ([`redis_store::budgets`]); fail-closed when the store cannot be reached,
-/// or the counts kept changing for [`redis_store::budgets::MAX_ATTEMPTS`] judgements.
+/// counts in the session's slot together, one more per other slot a count is in (a
+/// principal's or a tenant's in a cluster), again only when the counts changed under the
+/// batch or must wait for the turn's latches ([`redis_store::budgets`]); fail-closed when the
+/// store cannot be reached, or the counts kept changing for
+/// [`redis_store::budgets::MAX_ATTEMPTS`] judgements.
 #[cfg(feature = "redis")]
 async fn shared_judge(
     store: &RedisStore,
@@ -128,61 +131,65 @@ async fn shared_judge(
             };
             Judged::Done(response, Some(Origin::Unavailable))
         };
+    // The turn's state, once the exchange has recorded the batch's own latches (every latch
+    // a call of the batch sets, allowed or not: the same for every judgement of it).
+    let mut carried: Option<Carried> = None;
+    let mut conflicts = 0;
     let mut last = None;
-    for _ in 0..redis_store::budgets::MAX_ATTEMPTS {
+    let mut pruned = false;
+    while conflicts < redis_store::budgets::MAX_ATTEMPTS {
         let given = counts.as_ref().map(BatchCounts::given);
-        let first = decide(None, given.clone());
-        let Some(ids) = ids else {
-            let Some(c) = counts.as_mut() else {
-                return Judged::Done(first, None);
-            };
-            match store.add_counts(c, &first).await {
-                Ok(true) => return Judged::Done(first, None),
-                Ok(false) => {
-                    last = Some(first);
+        let own = decide(None, given.clone());
+        if let Some(c) = counts.as_mut().filter(|_| !pruned) {
+            c.drop_unread(policy, &own);
+        }
+        pruned = true;
+        if let (Some(ids), None) = (ids, &carried) {
+            let reply = store
+                .exchange(
+                    policy,
+                    ids,
+                    &own.latched,
+                    counts.as_mut().map(|c| (c, &own)),
+                )
+                .await;
+            match reply {
+                Ok(Reply::Carried(turn, counted)) => {
+                    carried = Some(turn);
+                    if counted == Counted::Deferred {
+                        // The counts in the session's slot wait for the judgement with the
+                        // turn's latches, which must use the counts the store answered.
+                        continue;
+                    }
+                }
+                Ok(Reply::TooManyTurns) => return Judged::Refused(SessionError::TooManyTurns),
+                Ok(Reply::Conflict) => {
+                    conflicts += 1;
+                    last = Some(own);
                     continue;
                 }
-                Err(redis_store::Unavailable) => return unavailable(&first, &mut decide),
+                Err(redis_store::Unavailable) => return unavailable(&own, &mut decide),
             }
-        };
-        let reply = store
-            .exchange(
-                policy,
-                ids,
-                &first.latched,
-                counts.as_mut().map(|c| (c, &first)),
-            )
-            .await;
-        let (carried, counted) = match reply {
-            Ok(Reply::Carried(carried, counted)) => (carried, counted),
-            Ok(Reply::TooManyTurns) => return Judged::Refused(SessionError::TooManyTurns),
-            Ok(Reply::Conflict) => {
-                last = Some(first);
-                continue;
-            }
-            Err(redis_store::Unavailable) => return unavailable(&first, &mut decide),
-        };
-        // When the store added the counts, the turn carried no latch the batch lacks, so the
-        // response is `first` (or `first` all denied): what was added is what it consumed.
-        let mut response = settle(policy, first, &carried, |l| decide(Some(l), given));
-        if counted != Counted::Deferred {
-            return Judged::Done(response, Some(carried.origin));
         }
+        let origin = carried.as_ref().map(|c| c.origin);
+        let mut response = match &carried {
+            Some(turn) => settle(policy, own, turn, |l| decide(Some(l), given)),
+            None => own,
+        };
         let Some(c) = counts.as_mut() else {
-            return Judged::Done(response, Some(carried.origin));
+            return Judged::Done(response, origin);
         };
-        for _ in 0..redis_store::budgets::MAX_ATTEMPTS {
-            match store.add_counts(c, &response).await {
-                Ok(true) => return Judged::Done(response, Some(carried.origin)),
-                Ok(false) => {
-                    let given = Some(c.given());
-                    let own = decide(None, given.clone());
-                    response = settle(policy, own, &carried, |l| decide(Some(l), given));
-                }
-                Err(redis_store::Unavailable) => break,
+        // No call a judgement already written to some count denied: every call allowed is
+        // covered by every consumption written ([`redis_store::budgets`]).
+        response = c.fence(response);
+        match store.add_counts(c, &response).await {
+            Ok(true) => return Judged::Done(response, origin),
+            Ok(false) => {
+                conflicts += 1;
+                last = Some(response);
             }
+            Err(redis_store::Unavailable) => return unavailable(&response, &mut decide),
         }
-        return unavailable(&response, &mut decide);
     }
     let first = match last {
         Some(first) => first,
@@ -219,7 +226,8 @@ impl TurnState {
     /// session and turn), and records the latches it sets; with `scopes` (a policy with
     /// budgets over batches, [`Scopes::of`]), with its budget counts too, and adds what it
     /// consumed: in `book` when turn state is in memory, in the store when it is shared
-    /// (in the same round trip, [`redis_store::budgets`]). `decide` judges the batch with the
+    /// (in the same round trip, and in a cluster one more per slot of a principal's or a
+    /// tenant's count, [`redis_store::budgets`]). `decide` judges the batch with the
     /// given latch state carried in (unioned with the request's own), or with none, and
     /// with the given counts (`facts.spent`), or the request's own; it may run several
     /// times, and only the response returned counts.
@@ -281,14 +289,10 @@ impl TurnState {
         }
     }
 
-    /// Whether budget counts over batches are kept (`/health`): always in memory, and by a
-    /// single shared node, not by a cluster ([`redis_store::budgets`]).
+    /// Whether budget counts over batches are kept (`/health`): by every store, in memory, on
+    /// a single shared node and in a cluster ([`redis_store::budgets`]).
     pub fn keeps_counts(&self) -> bool {
-        match self {
-            TurnState::Memory(_) => true,
-            #[cfg(feature = "redis")]
-            TurnState::Redis(store) => store.keeps_counts(),
-        }
+        true
     }
 
     /// (sessions, bytes) the in-memory store holds; zero for the shared one, whose size is

@@ -25,7 +25,8 @@
 //! judges idleness, so replicas' clocks never matter.
 //!
 //! The same script checks and adds the batch's budget counts ([`budgets`]), so budgets add no
-//! round trip.
+//! round trip; in a cluster, a principal's or a tenant's count is in a slot of its own, and
+//! adds one round trip per such slot.
 //!
 //! Any failure (no connection, an error reply, no answer within the timeout) is reported as
 //! [`Unavailable`]; the caller then judges fail-closed. A write that timed out may still have
@@ -599,8 +600,9 @@ impl RedisStore {
     }
 
     /// Starts or continues `turn`: the state the store held for it, after unioning in `own`
-    /// (the latches the batch sets by itself); with `counts`, the batch's budget counts
-    /// checked and what `judged` consumed added, in the same script ([`budgets`]).
+    /// (the latches the batch sets by itself); with `counts`, the batch's budget counts in
+    /// the session's slot checked and what `judged` consumed added, in the same script
+    /// ([`budgets`]; the others are [`RedisStore::add_counts`]'s).
     pub async fn exchange(
         &self,
         policy: &Policy,
@@ -615,12 +617,13 @@ impl RedisStore {
         inv.arg(latches::encode(policy, own))
             .arg(RECENT_TURNS)
             .arg(MAX_LATCHED_TURNS);
-        Self::push_counts(&mut inv, counts.as_ref().map(|(c, r)| (&**c, *r)));
+        let which = Self::push_counts(&mut inv, counts.as_ref().map(|(c, r)| (&**c, *r)), slot);
         let reply = self.run(slot, inv).await?;
         if reply.first().map(String::as_str) == Some("too_many") {
             return Ok(Reply::TooManyTurns);
         }
-        let Some(counted) = self.counted(counts.as_mut().map(|(c, _)| &mut **c), &reply)? else {
+        let counts = counts.as_mut().map(|(c, r)| (&mut **c, *r));
+        let Some(counted) = self.counted(counts, &which, &reply)? else {
             return Ok(Reply::Conflict);
         };
         self.carried(policy, &reply)
