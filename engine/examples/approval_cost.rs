@@ -28,14 +28,13 @@ fn args() -> Value {
     Value::Object(m)
 }
 
-fn request(approvals: Option<&str>) -> Request {
+fn request(approvals: Option<&str>) -> Result<Request, toolgate_engine::RequestError> {
     let mut facts = json!({"stage": "s"});
     if let Some(a) = approvals {
         facts["approvals"] = json!([a]);
     }
     Request::from_value(json!({"session": "s1", "turn": "t1", "facts": facts,
         "calls": [{"id": "c", "tool": "pay", "args": args()}]}))
-    .expect("a valid request")
 }
 
 /// The fastest round, in ns per judgement.
@@ -52,24 +51,27 @@ fn fastest(policy: &Policy, request: &Request, rounds: u32) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
-fn main() {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rounds: u32 = std::env::args()
         .nth(1)
         .and_then(|n| n.parse().ok())
         .unwrap_or(2_000);
-    let policy = Policy::compile("m.gate", POLICY).expect("compiles");
-    let asked = request(None);
+    let policy = Policy::compile("m.gate", POLICY)?;
+    let asked = request(None)?;
     let size = serde_json::to_string(&asked.calls[0].args).map_or(0, |s| s.len());
     let digest = policy.decide(&asked).decisions[0]
         .approval
         .clone()
-        .expect("it asks");
-    let approved = request(Some(&digest));
-    assert!(policy.decide(&approved).decisions[0].allow, "the approval allows");
+        .ok_or("the call does not ask")?;
+    let approved = request(Some(&digest))?;
+    if !policy.decide(&approved).decisions[0].allow {
+        return Err("the approval does not allow the call".into());
+    }
     let ask = fastest(&policy, &asked, rounds);
     let with = fastest(&policy, &approved, rounds);
     println!("arguments: {size} bytes of JSON");
     println!("decide_into, asks:             {ask:8.1} ns");
     println!("decide_into, approved:         {with:8.1} ns");
     println!("the digest (the difference):   {:8.1} ns", with - ask);
+    Ok(())
 }
