@@ -323,6 +323,14 @@ impl ReadRequest<'_> {
         self.view.facts.messages.as_ref().map(|m| m.rows.len())
     }
 
+    /// The id, tool and arguments of the batch's call at `index`, if there is one.
+    pub fn call(&self, index: usize) -> Option<(&str, &str, &serde_json::Value)> {
+        self.view
+            .calls
+            .get(index)
+            .map(|c| (c.id(), c.tool(), c.args()))
+    }
+
     /// The arguments of the batch's call at `index`, if there is one.
     pub fn call_args(&self, index: usize) -> Option<&serde_json::Value> {
         self.view.calls.get(index).map(|c| &c.args)
@@ -342,6 +350,23 @@ impl ReadRequest<'_> {
     /// ([`crate::is_approval_digest`]); one that has not approves nothing.
     pub fn grant(&mut self, approvals: &[String]) {
         self.view.facts.approvals = Some(approvals.iter().map(|a| a.clone().into()).collect());
+    }
+
+    /// Whether the request itself carries `facts.outputs`.
+    pub fn has_outputs(&self) -> bool {
+        self.view.facts.outputs.is_some()
+    }
+
+    /// Sets `facts.outputs` to `outputs`: the turn's outputs a keeper (the server) holds for
+    /// the request's session. `outputs` should have the shape
+    /// [`validate_outputs`](crate::validate_outputs) accepts; the judge reads what it is given.
+    pub fn set_outputs(&mut self, outputs: serde_json::Value) {
+        self.view.facts.outputs = Some(outputs);
+    }
+
+    /// The request's `facts.outputs`, if it carries them.
+    pub fn outputs(&self) -> Option<&serde_json::Value> {
+        self.view.facts.outputs.as_ref()
     }
 
     /// Whether the request itself carries `facts.spent`.

@@ -79,6 +79,7 @@ pub use vault::TOKEN_PREFIX;
 /// The JSON Schema of a request and a response (feature `json-schema`).
 #[cfg(feature = "json-schema")]
 pub use wire::json_schema;
+pub use wire::outputs::validate_outputs;
 pub use wire::principal::principal_value;
 pub use wire::request::{Call, CalledTool, Facts, Latched, Message, Request};
 pub use wire::response::{Decision, DenyKind, LatchState, Provenance, ProvenanceWhy, Response};

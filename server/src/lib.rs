@@ -82,6 +82,7 @@ mod loader;
 mod metrics;
 mod off;
 mod origins;
+mod outputs_route;
 mod reload_gate;
 mod routes;
 mod server;

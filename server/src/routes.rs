@@ -166,7 +166,7 @@ fn carried_spent() -> ApiError {
     )
 }
 
-fn schema_error(e: RequestError) -> ApiError {
+pub(super) fn schema_error(e: RequestError) -> ApiError {
     match e {
         RequestError::Schema { path, message } => {
             ApiError::bad_request("schema", message, Some(path))
@@ -528,12 +528,15 @@ impl AppState {
     }
 
     /// The body, or 413/400 when it could not be read.
-    fn body_bytes(&self, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    pub(super) fn body_bytes(
+        &self,
+        body: Result<Bytes, BytesRejection>,
+    ) -> Result<Bytes, ApiError> {
         body.map_err(|r| self.client_error(body_rejection(&r)))
     }
 
     /// The body as text, once it passes the depth cap and is UTF-8.
-    fn body_text<'b>(&self, bytes: &'b Bytes) -> Result<&'b str, ApiError> {
+    pub(super) fn body_text<'b>(&self, bytes: &'b Bytes) -> Result<&'b str, ApiError> {
         self.limits
             .check_depth(bytes)
             .map_err(|e| self.client_error(e))?;
@@ -548,7 +551,7 @@ impl AppState {
 
     /// The body read by the strict reader into a tree: errors carry a line and column, or
     /// the path of a duplicate key.
-    fn parse_text(&self, text: &str) -> Result<Value, ApiError> {
+    pub(super) fn parse_text(&self, text: &str) -> Result<Value, ApiError> {
         toolgate_engine::parse_json(text).map_err(|e| {
             self.client_error(match e {
                 RequestError::Json {
@@ -569,7 +572,7 @@ impl AppState {
     }
 
     /// The policy a request names, or the only one loaded.
-    fn pick_policy<'a>(
+    pub(super) fn pick_policy<'a>(
         &self,
         set: &'a PolicySet,
         name: Option<&str>,
@@ -682,6 +685,12 @@ impl AppState {
             return Err(self.client_error(carried_spent()));
         }
         let ids = self.session_turn(&request.session, &request.turn)?;
+        // The turn's tool outputs the server keeps, for provenance checks, unless the request
+        // brings its own (then the executor's word, and kept for the turn's next batches).
+        let brought = request.facts.outputs.clone();
+        if let (Some((s, t)), None) = (&ids, &brought) {
+            request.facts.outputs = self.sessions.outputs_fact(policy, s, t, started);
+        }
         let mut keeper = Keeper::new(
             &self.approvals,
             self.ask,
@@ -720,6 +729,14 @@ impl AppState {
             )
             .await;
         let (response, origin) = self.with_state(judged)?;
+        if let Some((s, t)) = &ids {
+            self.keep_outputs(policy, (s, t), brought.as_ref(), &response, started, |i| {
+                request
+                    .calls
+                    .get(i)
+                    .map(|c| (c.id.as_str(), c.tool.as_str(), &c.args))
+            });
+        }
         let headless = keeper.headless();
         keeper.finish(policy, &response, request.turn.as_deref(), |i| {
             request.calls.get(i).map(|c| &c.args)
@@ -808,6 +825,13 @@ impl AppState {
         );
         // What is carried into the request besides its text, kept only for the shadow set.
         let mut seen = Seen::new(self.shadow.is_some());
+        let brought = request.outputs().cloned();
+        if let (Some((s, t)), None) = (&session, &brought) {
+            if let Some(outputs) = self.sessions.outputs_fact(policy, s, t, started) {
+                seen.outputs(&outputs);
+                request.set_outputs(outputs);
+            }
+        }
         let scopes = Scopes::of(
             policy,
             request.session(),
@@ -850,6 +874,11 @@ impl AppState {
             .as_ref()
             .map(|(s, t)| (s.as_str(), t.as_str()))
             .unzip();
+        if let (Some(s), Some(t)) = (s, t) {
+            self.keep_outputs(policy, (s, t), brought.as_ref(), &response, started, |i| {
+                request.call(i)
+            });
+        }
         let headless = keeper.headless();
         keeper.finish(policy, &response, t, |i| request.call_args(i));
         let flips = self
@@ -863,6 +892,31 @@ impl AppState {
                 .headless(headless),
         );
         Some(Ok((response, origin, id)))
+    }
+
+    /// After a batch of a session's turn: keeps the outputs the request brought (they settle
+    /// the calls awaiting them), then awaits the untrusted outputs of the calls it allowed.
+    fn keep_outputs<'c>(
+        &self,
+        policy: &Policy,
+        (session, turn): (&str, &str),
+        brought: Option<&Value>,
+        response: &Decided,
+        now: Instant,
+        call: impl Fn(usize) -> Option<(&'c str, &'c str, &'c Value)>,
+    ) {
+        if let Some(Value::Array(items)) = brought {
+            self.sessions
+                .record_outputs(policy, session, turn, items, now);
+        }
+        let allowed = response
+            .decisions
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.allow)
+            .filter_map(|(i, _)| call(i));
+        self.sessions
+            .expect_outputs(policy, session, turn, allowed, now);
     }
 
     /// The shadow set to compare a batch with, if any: none for a batch judged while the

@@ -8,8 +8,8 @@ use super::error::{Feature, ServerError};
 use super::state::AppState;
 use super::turn_state::{HookSessions, TurnState};
 use super::{
-    approvals_routes, authzen, bearer, bundle, conn, guard, hooks, loader, reload_gate, routes,
-    shadow, tracing_otel,
+    approvals_routes, authzen, bearer, bundle, conn, guard, hooks, loader, outputs_route,
+    reload_gate, routes, shadow, tracing_otel,
 };
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
@@ -180,6 +180,7 @@ pub fn router(server: &Server) -> Router {
     let routes = Router::new()
         .merge(tracing_otel::wrap(decide, state.decisions.otel()))
         .route("/v1/offer", post(routes::offer))
+        .route("/v1/outputs", post(outputs_route::record))
         .route("/v1/check", post(routes::check))
         .route("/v1/reload", post(routes::reload))
         .route("/v1/policies", get(routes::policies))

@@ -147,6 +147,7 @@ pub struct Seen {
     carried: Option<Latched>,
     approvals: Option<Vec<String>>,
     spent: Option<Vec<(String, f64)>>,
+    outputs: Option<serde_json::Value>,
 }
 
 impl Seen {
@@ -174,6 +175,13 @@ impl Seen {
         }
     }
 
+    /// The turn's outputs the server keeps were given to the request (`facts.outputs`).
+    pub fn outputs(&mut self, outputs: &serde_json::Value) {
+        if self.on {
+            self.outputs = Some(outputs.clone());
+        }
+    }
+
     /// The book's approvals were granted to the request.
     pub fn granted(&mut self, approvals: &[String]) {
         if self.on {
@@ -198,6 +206,9 @@ impl Seen {
             if let Some(c) = &self.spent {
                 request.set_spent(c.clone());
             }
+            if let Some(o) = &self.outputs {
+                request.set_outputs(o.clone());
+            }
             return Some(policy.decide_read(&request));
         }
         let mut request = Request::from_json(text).ok()?;
@@ -209,6 +220,9 @@ impl Seen {
         }
         if let Some(c) = &self.spent {
             request.facts.spent = Some(c.iter().cloned().collect());
+        }
+        if let Some(o) = &self.outputs {
+            request.facts.outputs = Some(o.clone());
         }
         Some(policy.decide(&request))
     }

@@ -14,6 +14,7 @@ mod budgets;
 mod budgets_cluster;
 #[cfg(feature = "redis")]
 mod budgets_redis;
+mod outputs;
 mod router;
 mod shadow;
 

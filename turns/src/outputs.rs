@@ -98,6 +98,24 @@ impl TurnOutputs {
         }
     }
 
+    /// Heap bytes held: the recorded outputs as JSON, the awaited calls and the prompt.
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.bytes
+            + self.items.capacity() * std::mem::size_of::<Value>()
+            + self
+                .awaiting
+                .iter()
+                .map(|c| std::mem::size_of::<AwaitedCall>() + c.id.len() + c.tool.len())
+                .sum::<usize>()
+            + self.prompt.as_ref().map_or(0, String::len)
+    }
+
+    /// Drops what is held and marks the outputs incomplete: every check that reads them then
+    /// denies for the rest of the turn.
+    pub(crate) fn lose(&mut self) {
+        *self = TurnOutputs::lost(self.turn);
+    }
+
     /// Whether nothing was recorded or expected since the turn started.
     pub(crate) fn is_fresh(&self) -> bool {
         self.items.is_empty() && self.awaiting.is_empty() && self.whole && self.prompt.is_none()

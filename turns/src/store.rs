@@ -16,6 +16,13 @@
 //! - When the store is full (sessions or bytes), sessions holding no latch are evicted; if
 //!   none can be, a new session is refused ([`SessionError::Full`]). Latched state is never
 //!   evicted.
+//! - The newest turn of a session also keeps its tool outputs, for `facts.outputs`
+//!   (argument provenance; memory only, never in a shared store): recorded from a request's
+//!   own `facts.outputs` or apart (a server's `POST /v1/outputs`), awaited for each allowed
+//!   call whose output the policy indexes as untrusted, and given to a batch of that turn only
+//!   while complete ([`SessionStore::outputs_fact`]). A session holding any is kept like a
+//!   latched one (never evicted, its turn remembered when it expires), so a turn that read
+//!   untrusted text is never judged afresh with none.
 //! - State is stored by latch name. Carried into a policy that no longer declares a stored
 //!   name (a reload renamed or removed it, or a policy file was read half-written), the turn
 //!   cannot be judged: [`Carried::undeclared`] names the latch, and the surface denies every
@@ -274,14 +281,31 @@ fn recent_turns(first: Turn) -> Vec<Turn> {
 struct Entry {
     /// The most recent turns, oldest first.
     recent: Vec<Turn>,
+    /// The outputs of the newest of `recent` (its last); `None` while it has none (boxed,
+    /// so a session without outputs costs a pointer).
+    outputs: Option<Box<crate::outputs::TurnOutputs>>,
     /// Hashes of latched turns whose exact state is no longer held.
     latched_old: Vec<u64>,
     last_seen: Instant,
 }
 
 impl Entry {
+    /// Whether the session holds state that must not be lost: a latch, or outputs of its
+    /// newest turn (which a fresh start would judge as none).
     fn holds_latch(&self) -> bool {
-        !self.latched_old.is_empty() || self.recent.iter().any(|t| t.latches.is_set())
+        !self.latched_old.is_empty()
+            || self.recent.iter().any(|t| t.latches.is_set())
+            || !self.outputs_fresh()
+    }
+
+    /// Whether the newest turn has recorded or awaited nothing, and lost nothing.
+    fn outputs_fresh(&self) -> bool {
+        self.outputs.as_ref().is_none_or(|o| o.is_fresh())
+    }
+
+    /// The newest turn's outputs, to change.
+    fn outputs_mut(&mut self) -> &mut crate::outputs::TurnOutputs {
+        self.outputs.get_or_insert_with(Box::default)
     }
 
     /// The bytes counted against the store's bound: the fixed cost, the key, each held turn's
@@ -291,16 +315,31 @@ impl Entry {
             0 => 0,
             n => n * 8 + ALLOC_OVERHEAD,
         };
-        ENTRY_OVERHEAD + key.len() + self.recent.iter().map(Turn::bytes).sum::<usize>() + old
+        ENTRY_OVERHEAD
+            + key.len()
+            + self.recent.iter().map(Turn::bytes).sum::<usize>()
+            + old
+            + self.outputs.as_ref().map_or(0, |o| {
+                std::mem::size_of_val(&**o) + ALLOC_OVERHEAD + o.held_bytes()
+            })
     }
 
-    /// Idle past the TTL: keep only the hashes of latched turns.
+    /// Idle past the TTL: keep only the hashes of latched turns (and of the newest turn, when
+    /// it held outputs: it comes back with every latch set and its outputs incomplete).
     fn collapse(&mut self, hash: impl Fn(&str) -> u64) {
-        for t in self.recent.drain(..) {
-            if t.latches.is_set() {
+        let newest_had_outputs = !self.outputs_fresh();
+        let n = self.recent.len();
+        for (i, t) in self.recent.drain(..).enumerate() {
+            if t.latches.is_set() || (newest_had_outputs && i + 1 == n) {
                 self.latched_old.push(hash(&t.id));
             }
         }
+        self.outputs = None;
+    }
+
+    /// Whether `turn` is the session's newest held turn.
+    fn is_newest(&self, turn: &str) -> bool {
+        self.recent.last().is_some_and(|t| &*t.id == turn)
     }
 
     fn position(&self, turn: &str) -> Option<usize> {
@@ -381,6 +420,7 @@ impl SessionStore {
             }),
             latched_old: Vec::new(),
             last_seen: now,
+            outputs: None,
         };
         let size = entry.bytes(&key);
         self.reserve(size)?;
@@ -466,12 +506,124 @@ impl SessionStore {
                     }),
                     latched_old: Vec::new(),
                     last_seen: now,
+                    // What the turn had is gone with the session.
+                    outputs: Some(Box::new(crate::outputs::TurnOutputs::lost(0))),
                 };
                 self.entries.fetch_add(1, Relaxed);
                 self.account((0, false), (entry.bytes(v.key()), true));
                 v.insert(entry);
             }
         }
+    }
+
+    /// The `facts.outputs` to judge a batch of `turn` with: the turn's outputs while it is
+    /// the session's newest and they are complete; none recorded yet (`[]`) for a turn the
+    /// store has not seen (it starts with this batch); `None` otherwise (an earlier turn, one
+    /// that expired, outputs still awaited or dropped), so a check that reads them denies.
+    pub fn outputs_fact(
+        &self,
+        policy: &Policy,
+        session: &str,
+        turn: &str,
+        now: Instant,
+    ) -> Option<serde_json::Value> {
+        let fresh = || Some(serde_json::Value::Array(Vec::new()));
+        let Some(e) = self.map.get(&key(policy, session)) else {
+            return fresh();
+        };
+        if e.latched_old.contains(&self.hash(turn)) {
+            return None;
+        }
+        match e.position(turn) {
+            None if self.idle(&e, now) && !e.outputs_fresh() => None,
+            None => fresh(),
+            Some(_) if self.idle(&e, now) || !e.is_newest(turn) => None,
+            Some(_) => match &e.outputs {
+                None => fresh(),
+                Some(o) => o.fact(),
+            },
+        }
+    }
+
+    /// Records outputs of calls of `turn` (`{id, tool, output}` items, the shape of
+    /// `facts.outputs`; an item of another shape is skipped): kept only while `turn` is the
+    /// session's newest. Past half the store's byte bound the turn's outputs are dropped instead
+    /// (incomplete: checks that read them deny). Returns whether they were kept.
+    pub fn record_outputs(
+        &self,
+        policy: &Policy,
+        session: &str,
+        turn: &str,
+        items: &[serde_json::Value],
+        now: Instant,
+    ) -> bool {
+        self.with_newest(policy, session, turn, now, |outputs| {
+            for item in items {
+                let (Some(id), Some(tool), Some(output)) = (
+                    item.get("id").and_then(serde_json::Value::as_str),
+                    item.get("tool").and_then(serde_json::Value::as_str),
+                    item.get("output"),
+                ) else {
+                    continue;
+                };
+                outputs.record(id, tool, output.clone(), policy.indexes_as_untrusted(tool));
+            }
+        })
+    }
+
+    /// Awaits the outputs of `calls` (id, tool, arguments), allowed in a batch of `turn`,
+    /// whose output `policy` indexes as untrusted: until each is recorded, the turn's outputs
+    /// are incomplete. Does nothing unless `turn` is the session's newest.
+    pub fn expect_outputs<'c>(
+        &self,
+        policy: &Policy,
+        session: &str,
+        turn: &str,
+        calls: impl IntoIterator<Item = (&'c str, &'c str, &'c serde_json::Value)>,
+        now: Instant,
+    ) {
+        let calls: Vec<_> = calls
+            .into_iter()
+            .filter(|(_, tool, _)| policy.indexes_as_untrusted(tool))
+            .collect();
+        if calls.is_empty() {
+            return;
+        }
+        self.with_newest(policy, session, turn, now, |outputs| {
+            for (id, tool, args) in calls {
+                outputs.expect(crate::outputs::AwaitedCall::new(id, tool, args));
+            }
+        });
+    }
+
+    /// Runs `change` on the outputs of `turn` when it is the session's newest, with the
+    /// byte accounting around it; drops them past the byte bound. Whether it ran and kept.
+    fn with_newest(
+        &self,
+        policy: &Policy,
+        session: &str,
+        turn: &str,
+        now: Instant,
+        change: impl FnOnce(&mut crate::outputs::TurnOutputs),
+    ) -> bool {
+        let key = key(policy, session);
+        let Some(mut e) = self.map.get_mut(&key) else {
+            return false;
+        };
+        if self.idle(&e, now) || !e.is_newest(turn) {
+            return false;
+        }
+        let before = (e.bytes(&key), e.holds_latch());
+        change(e.outputs_mut());
+        let grown = e.bytes(&key).saturating_sub(before.0);
+        // Outputs may fill at most half the store, so latch state always has room.
+        let kept = self.bytes().saturating_add(grown) <= self.limits.max_bytes / 2;
+        if !kept {
+            e.outputs_mut().lose();
+        }
+        e.last_seen = now;
+        self.account(before, (e.bytes(&key), e.holds_latch()));
+        kept
     }
 
     /// Collapses sessions idle past the TTL and drops those with nothing left to keep, or
@@ -568,6 +720,12 @@ impl SessionStore {
             id: turn.into(),
             latches,
         });
+        // The new newest turn's outputs: none yet; or, for a latched turn that comes back,
+        // unknown (incomplete).
+        e.outputs = match origin {
+            Origin::New => None,
+            _ => Some(Box::new(crate::outputs::TurnOutputs::lost(0))),
+        };
         Ok(carried)
     }
 
@@ -690,6 +848,50 @@ mod tests {
 
     fn l1() -> LatchState {
         LatchState::ByName([("l1".into(), true), ("l2".into(), false)].into())
+    }
+
+    #[test]
+    fn the_newest_turn_keeps_its_outputs_and_gives_them_only_while_complete() {
+        let p = Policy::compile("two.gate", TWO).unwrap();
+        let s = store(10);
+        let t0 = Instant::now();
+        let none = serde_json::json!([]);
+        // A turn the store has not seen starts with none.
+        assert_eq!(s.outputs_fact(&p, "s", "t1", t0), Some(none.clone()));
+        s.begin(&p, "s", "t1", t0).unwrap();
+        let args = serde_json::json!({"q": 1});
+        s.expect_outputs(&p, "s", "t1", [("c1", "a", &args), ("c2", "x", &args)], t0);
+        // `a` (ingest) is awaited; `x` (a write) is not.
+        assert_eq!(s.outputs_fact(&p, "s", "t1", t0), None);
+        let item = serde_json::json!({"id": "c1", "tool": "a", "output": "mail eve@evil.test"});
+        assert!(s.record_outputs(&p, "s", "t1", std::slice::from_ref(&item), t0));
+        assert_eq!(
+            s.outputs_fact(&p, "s", "t1", t0),
+            Some(serde_json::json!([item]))
+        );
+        // A newer turn starts afresh; the earlier one gets none any more, and takes none.
+        s.begin(&p, "s", "t2", t0).unwrap();
+        assert_eq!(s.outputs_fact(&p, "s", "t2", t0), Some(none));
+        assert_eq!(s.outputs_fact(&p, "s", "t1", t0), None);
+        assert!(!s.record_outputs(&p, "s", "t1", &[item], t0));
+    }
+
+    #[test]
+    fn a_session_with_outputs_is_neither_evicted_nor_forgotten_when_idle() {
+        let p = Policy::compile("two.gate", TWO).unwrap();
+        let s = store(10);
+        let t0 = Instant::now();
+        s.begin(&p, "s", "t1", t0).unwrap();
+        let item = serde_json::json!({"id": "c1", "tool": "a", "output": "text"});
+        s.record_outputs(&p, "s", "t1", &[item], t0);
+        // Idle past the TTL: the session is kept, and its turn comes back with every latch
+        // and no outputs, never afresh with none.
+        let later = t0 + Duration::from_secs(11);
+        assert_eq!(s.expire(later), 0);
+        assert_eq!(s.outputs_fact(&p, "s", "t1", later), None);
+        let c = s.begin(&p, "s", "t1", later).unwrap();
+        assert_eq!(c.origin, Origin::Expired);
+        assert_eq!(s.outputs_fact(&p, "s", "t1", later), None);
     }
 
     #[test]

@@ -87,7 +87,8 @@ pub struct Args {
     /// are refused (503) rather than latched state dropped.
     #[arg(long, default_value_t = 100_000)]
     max_sessions: usize,
-    /// Most bytes the session store holds (ids, turns, latch names); refused as above.
+    /// Most bytes the session store holds (ids, turns, latch names, tool outputs); refused as
+    /// above.
     #[arg(long, default_value_t = 64 << 20)]
     max_session_bytes: usize,
     /// Timeouts and the connection cap.

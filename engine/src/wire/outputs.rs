@@ -12,6 +12,16 @@ pub(crate) struct ShapeError {
     pub(crate) message: String,
 }
 
+/// Checks `value` against the shape of `facts.outputs` for a keeper that takes outputs apart
+/// from a request (a server's `POST /v1/outputs`): the error names the path below `at`, as
+/// the request readers name `facts.outputs[..]`.
+pub fn validate_outputs(value: &Value, at: &str) -> Result<(), crate::RequestError> {
+    check_outputs(value).map_err(|e| crate::RequestError::Schema {
+        path: format!("{at}{}", e.at),
+        message: e.message,
+    })
+}
+
 /// Checks `value` against the shape of `facts.outputs`: a list of objects, each with a
 /// string `id`, a string `tool` and an `output` of any JSON, and no other key.
 pub(crate) fn check_outputs(value: &Value) -> Result<(), ShapeError> {

@@ -267,6 +267,61 @@ impl TurnState {
         }
     }
 
+    /// Whether this store keeps turns' tool outputs (`facts.outputs`, `POST /v1/outputs`):
+    /// memory does; a shared store never holds agent text.
+    pub fn keeps_outputs(&self) -> bool {
+        matches!(self, TurnState::Memory(_))
+    }
+
+    /// The `facts.outputs` to judge a batch of `turn` with (see
+    /// [`SessionStore::outputs_fact`]); `None` from a shared store, so checks that read them
+    /// deny unless the request brings its own.
+    pub fn outputs_fact(
+        &self,
+        policy: &Policy,
+        session: &str,
+        turn: &str,
+        now: Instant,
+    ) -> Option<serde_json::Value> {
+        match self {
+            TurnState::Memory(store) => store.outputs_fact(policy, session, turn, now),
+            #[cfg(feature = "redis")]
+            TurnState::Redis(_) => None,
+        }
+    }
+
+    /// Records outputs of `turn`'s calls; whether they were kept (never by a shared store).
+    pub fn record_outputs(
+        &self,
+        policy: &Policy,
+        session: &str,
+        turn: &str,
+        items: &[serde_json::Value],
+        now: Instant,
+    ) -> bool {
+        match self {
+            TurnState::Memory(store) => store.record_outputs(policy, session, turn, items, now),
+            #[cfg(feature = "redis")]
+            TurnState::Redis(_) => false,
+        }
+    }
+
+    /// After a batch of `turn`: awaits the untrusted outputs of its allowed calls.
+    pub fn expect_outputs<'c>(
+        &self,
+        policy: &Policy,
+        session: &str,
+        turn: &str,
+        calls: impl IntoIterator<Item = (&'c str, &'c str, &'c serde_json::Value)>,
+        now: Instant,
+    ) {
+        match self {
+            TurnState::Memory(store) => store.expect_outputs(policy, session, turn, calls, now),
+            #[cfg(feature = "redis")]
+            TurnState::Redis(_) => {}
+        }
+    }
+
     /// The state `turn` would carry, changing nothing (`/v1/offer`). Every latch when the
     /// shared store cannot say.
     pub async fn peek(&self, policy: &Policy, session: &str, turn: &str, now: Instant) -> Carried {
