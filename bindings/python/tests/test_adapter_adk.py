@@ -239,3 +239,47 @@ def test_each_invocation_sends_its_own_prompt(as_plugin):
     assert sent == ["boss@ours.example"]
     refused = responses(model.seen[5])["c4"]["toolgate"]
     assert (refused["kind"], refused["provenance"]["call"]) == ("provenance", "c3")
+
+
+def test_a_late_call_of_an_earlier_invocation_does_not_set_the_current_prompt():
+    """ADK's own `ToolContext`s of two invocations of one session, handed to the callbacks as
+    ADK would. The second invocation's message has no text (a person's answer to a
+    confirmation is a function response), so its turn has no prompt; a call of the first
+    invocation arriving after it started must not make the first's message (which names
+    boss@ours.example) vouch for the second turn's values."""
+    import toolgate
+    from google.adk.agents.invocation_context import InvocationContext
+    from google.adk.sessions import InMemorySessionService
+    from google.adk.tools import FunctionTool
+    from google.adk.tools.tool_context import ToolContext
+
+    def read_inbox() -> Any:
+        """The newest mails."""
+        return INBOX
+
+    def send_email(to: str) -> str:
+        """Sends a mail."""
+        return "sent"
+
+    inbox, send = FunctionTool(read_inbox), FunctionTool(send_email)
+    agent = LlmAgent(name="mail", model=ScriptedLlm(model="scripted", script=[], seen=[]), tools=[inbox, send])
+    service = InMemorySessionService()
+    session = asyncio.run(service.create_session(app_name="mail", user_id="u"))
+    said = types.Content(role="user", parts=[types.Part(text=PROMPT)])
+    answered = types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(id="c0", name="adk_request_confirmation", response={"confirmed": True}))])
+
+    def context(invocation, user, call_id):
+        return ToolContext(InvocationContext(session_service=service, invocation_id=invocation, agent=agent, session=session, user_content=user), function_call_id=call_id)
+
+    gate = AdkGate(toolgate.compile(MAIL, "mail.gate"), facts={"stage": "main"})
+    first = context("i1", said, "c1")
+    assert gate.before_tool_callback(inbox, {}, first) is None
+    gate.after_tool_callback(inbox, {}, first, INBOX)
+    # The second invocation reads the inbox; then a late call of the first comes in.
+    second = context("i2", answered, "c2")
+    assert gate.before_tool_callback(inbox, {}, second) is None
+    gate.after_tool_callback(inbox, {}, second, INBOX)
+    late = context("i1", said, "c3")
+    assert gate.before_tool_callback(send, {"to": "boss@ours.example"}, late)["toolgate"]["kind"] == "provenance"
+    refused = gate.before_tool_callback(send, {"to": "boss@ours.example"}, context("i2", answered, "c4"))
+    assert (refused["toolgate"]["kind"], refused["toolgate"]["provenance"]["call"]) == ("provenance", "c2")
