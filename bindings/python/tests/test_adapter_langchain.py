@@ -216,6 +216,15 @@ def test_outputs_are_sent_so_blocks_tainted_refuses_only_the_injected_recipient(
     assert "untrusted" in seen.content
 
 
+def test_the_async_path_sends_the_outputs_the_same_way():
+    import asyncio
+
+    agent, _, sent = mail_agent(lambda: INBOX, READ_THEN_SEND)
+    out = asyncio.run(agent.ainvoke({"messages": [HumanMessage(PROMPT)]}))
+    assert sent == ["boss@ours.example"]
+    assert toolgate_of(tool_messages(out["messages"])["c3"])["kind"] == "provenance"
+
+
 def test_a_rule_reading_provenance_sees_the_outputs_too():
     agent, _, sent = mail_agent(lambda: INBOX, READ_THEN_SEND, policy_text=MAIL_RULE)
     out = agent.invoke({"messages": [HumanMessage(PROMPT)]})
