@@ -20,7 +20,19 @@ its own message (its event), never from another message's, and not once a latch 
 since they were judged. The gate keeps the turn state per ADK session; the
 ``invocation_id`` (one user message) is the turn's id, so a new one starts a new turn and a
 known one is always its own turn, with its own latches. ``after_tool_callback`` records each
-call that ran into its invocation's turn.
+call into its invocation's turn.
+
+Provenance (``from ingest``, a latch's ``blocks tainted``): ``after_tool_callback`` also
+records each tool's result, as the tool returned it, into its invocation's turn under ADK's
+function call id (``tool_context.function_call_id``): a string as a string, a dict or list as
+it is, an ``{"error": ...}`` result too (the call recorded as failed). A result that is not
+JSON data (a ``datetime``, an object) is not kept, and neither is a long-running tool's
+pending result; the turn then awaits that call's output, so every check that reads the
+outputs denies for the rest of the turn. The invocation's user message
+(``tool_context.user_content``, its text parts) is the turn's ``facts.prompt``, set by its
+tool calls while it is the session's newest turn (a late call of an earlier invocation sets
+none). A denial's ``toolgate``
+dict carries the decision's ``provenance`` object when it has one.
 
 Asks: with ``AdkGate(..., asks=True)`` a call toolgate asks about calls ADK's own
 ``tool_context.request_confirmation`` (hint: the ask's reason; payload: ``{"toolgate":
@@ -40,10 +52,24 @@ from .turn import Gate, Turn
 
 
 def _denial(decision: Dict[str, Any]) -> Dict[str, Any]:
-    return {
-        "error": decision["reason"],
-        "toolgate": {"allow": False, "kind": decision.get("kind"), "rule": decision.get("rule")},
-    }
+    said: Dict[str, Any] = {"allow": False, "kind": decision.get("kind"), "rule": decision.get("rule")}
+    if decision.get("provenance") is not None:
+        said["provenance"] = decision["provenance"]
+    return {"error": decision["reason"], "toolgate": said}
+
+
+def _is_denial(result: Any) -> bool:
+    """Whether ``result`` has the shape of toolgate's refusal (``_denial``): the call did not
+    run, so it has no output. A tool returning that shape itself only loses its output (an
+    allowed untrusted call's output stays awaited: the turn's outputs are incomplete)."""
+    said = result.get("toolgate") if isinstance(result, dict) else None
+    return isinstance(said, dict) and said.get("allow") is False
+
+
+def _text(content: Any) -> Optional[str]:
+    """The text parts of a ``types.Content`` (a user message), joined; ``None`` if none."""
+    texts = [p.text for p in getattr(content, "parts", None) or [] if isinstance(getattr(p, "text", None), str) and not getattr(p, "thought", None)]
+    return "\n".join(texts) if texts else None
 
 
 def _batch_of(tool_context: Any, call_id: Optional[str]) -> Optional[Tuple[str, List[Dict[str, Any]]]]:
@@ -68,7 +94,22 @@ class AdkGate(Gate):
 
     def _turn_of(self, tool_context: Any) -> Turn:
         key, epoch = self._key_of(tool_context)
-        return self.turn(key, epoch=epoch)
+        turn = self.turn(key, epoch=epoch)
+        prompt = _text(getattr(tool_context, "user_content", None))
+        if prompt is not None:
+            self._set_prompt(key, turn, prompt)
+        return turn
+
+    def _set_prompt(self, key: str, turn: Turn, prompt: str) -> None:
+        """Keeps ``prompt`` as the prompt of ``turn`` if it is its session's current turn.
+        ``TurnState.set_prompt`` sets the current turn's, so a late call of an earlier
+        invocation must not set it: its message would vouch for the current turn's values.
+        Checked and set under the gate's lock, so no other thread starts a turn between."""
+        with self._lock:
+            session = self._sessions.get(key)
+            current = session.current if session is not None else None
+            if current is not None and current.id == turn.id:
+                session.state.set_prompt(prompt)
 
     def before_tool_callback(self, tool: Any, args: Dict[str, Any], tool_context: Any) -> Optional[Dict[str, Any]]:
         """``None`` for an allowed call; the refusal dict (the tool's result) for a denied one.
@@ -118,10 +159,22 @@ class AdkGate(Gate):
         return self._request(decision, tool_context) if decision.get("kind") == "ask" else _denial(decision)
 
     def after_tool_callback(self, tool: Any, args: Dict[str, Any], tool_context: Any, tool_response: Any) -> None:
-        """Records a call that ran (one whose result is not an ``error`` dict)."""
+        """Records the call (failed if its result is an ``error`` dict) and, unless toolgate
+        refused it, its result as the call's output (see the module doc)."""
         failed = isinstance(tool_response, dict) and "error" in tool_response
         key, epoch = self._key_of(tool_context)
-        self.record(key, tool.name, ok=not failed, epoch=epoch)
+        pending = (getattr(tool, "is_long_running", False) or getattr(tool, "_defers_response", False)) and not tool_response
+        if _is_denial(tool_response) or pending:
+            # No output to keep: a refusal is toolgate's own text, and a long-running tool's
+            # real result comes later, past this callback (its call stays awaited).
+            self.record(key, tool.name, ok=not failed, epoch=epoch)
+            return None
+        try:
+            self.record(key, tool.name, ok=not failed, epoch=epoch, output=tool_response, call_id=getattr(tool_context, "function_call_id", None))
+        except ValueError:
+            # Not JSON data: the call is recorded, its output is not, so the turn's outputs
+            # stay incomplete and a check that reads them denies.
+            pass
         return None
 
     def plugin(self, name: str = "toolgate") -> Any:

@@ -13,12 +13,31 @@ an allowed call runs; a denied one does not, and the model receives
 ``ToolMessage(content=reason, status="error")``. A call with no verdict (added after the
 model spoke, or renamed since) or whose arguments changed since it was judged is denied.
 
+A refused call's ``ToolMessage`` carries what toolgate said in its ``artifact`` (the model
+reads only the content): ``{"toolgate": {"allow": False, "kind", "rule"}}``, and the
+decision's ``provenance`` object when it has one.
+
 State: ``before_agent`` starts each invocation (one user message) with latches clear; the
 latch state of the turn travels in the agent state between model messages, so it survives a
 checkpointer. ``facts.called`` is taken from the conversation's ``ToolMessage``s (a call
 succeeded unless its status is ``"error"``) unless the facts you pass give it; each is dated
 by the user turns since it ran (``turns_ago``: the ``HumanMessage``s after it), so
 ``called_within`` rules judge it as the other adapters do.
+
+Provenance (``from ingest``, a latch's ``blocks tainted``): unless the facts you pass give
+them, every judgement carries the turn's tool results as ``facts.outputs`` and the user's
+message as ``facts.prompt``, both read from the agent state, so they survive a checkpointer
+too. The prompt is the text of the ``HumanMessage`` the invocation started with. The outputs
+are the ``ToolMessage``s after it, each ``{"id": tool_call_id, "tool": name, "output":
+content}``, errors included, toolgate's own refusals not. The content is what LangChain gives
+the model: a string stays a string (a tool's dict reaches the model, and the index, as its
+JSON text, so its e-mail addresses, URLs, IBANs and long numbers are found but a bare name in
+it is not), a list of content blocks stays that list. They are sent only when complete: every
+call toolgate allowed this turn must have its result after the start, under its call id and
+tool name, and each result must be JSON data. Otherwise (a result holding a Python object,
+the start message rewritten away, a call whose result never came, a call allowed but refused
+later because its arguments changed) no outputs are sent and every check that reads them
+denies, for the rest of the turn.
 
 Asks: with ``toolgate_middleware(..., asks=True)`` (and a checkpointer), the calls of a
 message that toolgate asks about raise one LangGraph ``interrupt`` in
@@ -34,6 +53,7 @@ an ask is a denial with its reason.
 """
 
 
+import math
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union, cast
 
 from .._native import Policy, PolicyStore
@@ -41,6 +61,14 @@ from .turn import rejected, unjudged
 
 LATCHED = "toolgate_latched"
 VERDICTS = "toolgate_verdicts"
+# The turn: {"start": id of the message it started at, "prompt": that message's text or None}.
+TURN = "toolgate_turn"
+# The calls allowed this turn, [call id, tool] each: every one awaits its result.
+ALLOWED = "toolgate_allowed"
+
+# The deepest nesting of an output sent in a request (the request's own levels come on top
+# of it, and the native module reads at most 128).
+MAX_OUTPUT_DEPTH = 100
 
 Facts = Union[Mapping[str, Any], Callable[[Any, Any], Mapping[str, Any]], None]
 
@@ -76,6 +104,8 @@ def _build() -> type:
     class ToolgateState(AgentState):
         toolgate_latched: NotRequired[Annotated[Any, PrivateStateAttr]]
         toolgate_verdicts: NotRequired[Annotated[Dict[str, Any], PrivateStateAttr]]
+        toolgate_turn: NotRequired[Annotated[Dict[str, Any], PrivateStateAttr]]
+        toolgate_allowed: NotRequired[Annotated[List[List[str]], PrivateStateAttr]]
 
     class ToolgateMiddleware(AgentMiddleware):
         """Judges each model message's tool calls as one batch; denials become error
@@ -90,8 +120,12 @@ def _build() -> type:
             self.asks = asks
 
         def before_agent(self, state: Any, runtime: Any) -> Dict[str, Any]:
-            """A new user message: latches clear, no verdicts."""
-            return {LATCHED: False, VERDICTS: {}}
+            """A new user message: latches clear, no verdicts, no calls allowed; the turn
+            starts at the last message (the user's), whose text is its prompt."""
+            messages = state.get("messages") or []
+            last = messages[-1] if messages else None
+            turn = {"start": getattr(last, "id", None), "prompt": _prompt(last)}
+            return {LATCHED: False, VERDICTS: {}, TURN: turn, ALLOWED: []}
 
         async def abefore_agent(self, state: Any, runtime: Any) -> Dict[str, Any]:
             return self.before_agent(state, runtime)
@@ -106,6 +140,14 @@ def _build() -> type:
             facts["latched"] = state.get(LATCHED, False)
             if "called" not in facts:
                 facts["called"] = _called(state["messages"])
+            turn = state.get(TURN) or {}
+            allowed = [list(a) for a in state.get(ALLOWED) or []]
+            if "prompt" not in facts and isinstance(turn.get("prompt"), str):
+                facts["prompt"] = turn["prompt"]
+            if "outputs" not in facts:
+                outputs = _outputs(state["messages"], turn.get("start"), allowed)
+                if outputs is not None:
+                    facts["outputs"] = outputs
             policy = self.policy.current() if isinstance(self.policy, PolicyStore) else self.policy
             try:
                 response = policy.decide({"facts": facts, "calls": calls})
@@ -118,7 +160,12 @@ def _build() -> type:
             except Exception as e:  # noqa: BLE001 - any failure denies, with its reason
                 return {VERDICTS: {c["id"]: unjudged(c["id"], c["tool"], str(e)) for c in calls}}
             args = {c["id"]: c["args"] for c in calls}
-            return {LATCHED: response["latched"], VERDICTS: {d["id"]: dict(d, judged_args=args[d["id"]]) for d in decisions}}
+            allowed += [[d["id"], d["tool"]] for d in decisions if d.get("allow")]
+            return {
+                LATCHED: response["latched"],
+                VERDICTS: {d["id"]: dict(d, judged_args=args[d["id"]]) for d in decisions},
+                ALLOWED: allowed,
+            }
 
         def _ask(self, policy: Policy, facts: Dict[str, Any], calls: List[Dict[str, Any]], asking: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
             """Interrupts for the person's decisions on ``asking``; the message's decisions
@@ -157,7 +204,10 @@ def _build() -> type:
                 verdict = unjudged(call_id, call["name"], "its arguments changed after toolgate judged them")
             if verdict["allow"]:
                 return None
-            return ToolMessage(content=verdict["reason"], tool_call_id=call.get("id"), name=call["name"], status="error")
+            said: Dict[str, Any] = {"allow": False, "kind": verdict.get("kind"), "rule": verdict.get("rule")}
+            if verdict.get("provenance") is not None:
+                said["provenance"] = verdict["provenance"]
+            return ToolMessage(content=verdict["reason"], tool_call_id=call.get("id"), name=call["name"], status="error", artifact={"toolgate": said})
 
         def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
             """Runs an allowed call; answers a denied one with an error ``ToolMessage``."""
@@ -184,3 +234,71 @@ def _called(messages: Sequence[Any]) -> List[Dict[str, Any]]:
         elif isinstance(m, ToolMessage) and m.name:
             called.append({"tool": m.name, "ok": m.status != "error", "turns_ago": max(turns_after, 0)})
     return called
+
+
+def _prompt(message: Any) -> Optional[str]:
+    """The text of a ``HumanMessage`` (its string, or its text blocks joined); ``None`` for
+    any other message or one without text."""
+    from langchain_core.messages import HumanMessage
+
+    if not isinstance(message, HumanMessage):
+        return None
+    content = message.content
+    if isinstance(content, str):
+        return content
+    texts = [b if isinstance(b, str) else b.get("text") for b in content if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text")]
+    texts = [t for t in texts if isinstance(t, str)]
+    return "\n".join(texts) if texts else None
+
+
+def _refused(message: Any) -> bool:
+    """Whether a ``ToolMessage`` is toolgate's refusal (its ``artifact``): the call did not
+    run. A tool's message faking one is not sent, and does not answer its call."""
+    said = message.artifact.get("toolgate") if isinstance(message.artifact, dict) else None
+    return message.status == "error" and isinstance(said, dict) and said.get("allow") is False
+
+
+def _outputs(messages: Sequence[Any], start: Any, allowed: List[List[str]]) -> Optional[List[Dict[str, Any]]]:
+    """``facts.outputs`` of the turn that started at the message with id ``start``: the tool
+    results after it, each under its call id; ``None`` (a check that reads them denies) if
+    that message is gone or some call in ``allowed`` has no result kept."""
+    from langchain_core.messages import ToolMessage
+
+    at = None if start is None else next((i for i in range(len(messages) - 1, -1, -1) if getattr(messages[i], "id", None) == start), None)
+    if at is None:
+        return None
+    awaited = [(str(call_id), str(tool)) for call_id, tool in allowed]
+    outputs = []
+    for m in messages[at + 1 :]:
+        if not isinstance(m, ToolMessage) or _refused(m) or not _json_data(m.content):
+            continue
+        call_id, tool = str(m.tool_call_id), m.name or ""
+        outputs.append({"id": call_id, "tool": tool, "output": m.content})
+        if (call_id, tool) in awaited:
+            awaited.remove((call_id, tool))
+    return None if awaited else outputs
+
+
+def _json_data(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is JSON data the native module reads: None, a bool, an int of 64
+    bits, a finite float, a str of valid Unicode, a list or tuple of such, a dict of str keys
+    to such; at most ``MAX_OUTPUT_DEPTH`` deep."""
+    if depth > MAX_OUTPUT_DEPTH:
+        return False
+    if value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate
+            return False
+        return True
+    if isinstance(value, int):
+        return -(1 << 63) <= value < (1 << 64)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, (list, tuple)):
+        return all(_json_data(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_data(k) and _json_data(v, depth + 1) for k, v in value.items())
+    return False
