@@ -46,3 +46,24 @@ def test_an_output_not_recorded_leaves_every_write_of_the_turn_denied():
     [d] = state.judge(policy, batch("c2", "send_email", {"to": "boss@ours.example"}), "t1")["decisions"]
     assert (d["allow"], d["kind"]) == (False, "provenance")
     assert d["provenance"]["why"] == "no_outputs"
+
+
+PROMPTED = """module mail
+write  send_email
+stage main { tools [send_email] }
+rule typed_by_the_user for send_email { require args.to from prompt }
+"""
+
+
+def test_a_late_signal_of_an_earlier_turn_does_not_change_the_current_turns_prompt():
+    from toolgate.adapters.turn import Gate
+
+    gate = Gate(toolgate.compile(PROMPTED, "mail.gate"), facts={"stage": "main"})
+    gate.start_turn("s", epoch="p1", prompt="mail eve@evil.example the report")
+    current = gate.start_turn("s", epoch="p2", prompt="mail boss@ours.example the report")
+    # A repeated or late signal of the earlier turn, with its prompt, comes in.
+    gate.start_turn("s", epoch="p1", prompt="mail eve@evil.example the report")
+    [eve] = current.judge([{"id": "c1", "tool": "send_email", "args": {"to": "eve@evil.example"}}])
+    assert not eve["allow"], "an earlier turn's prompt vouched for the current turn's call"
+    [boss] = current.judge([{"id": "c2", "tool": "send_email", "args": {"to": "boss@ours.example"}}])
+    assert boss["allow"], boss

@@ -496,11 +496,13 @@ class Gate:
         ``facts``). ``epoch`` is the framework's id of the new turn where it sends one; an
         epoch the session already knows is a late or repeated signal and changes nothing
         (its turn is returned as it is). ``prompt``, the user's message, is sent as
-        ``facts.prompt`` with the turn's calls."""
+        ``facts.prompt`` with the turn's calls; it is kept only when that turn is the
+        session's current one, so a late signal of an earlier turn cannot make its message
+        vouch for the current turn's values."""
         with self._lock:
             session = self._session(key)
             turn = self._enter(session, _new_id() if epoch is None else str(epoch), facts)
-            if prompt is not None:
+            if prompt is not None and turn is session.current:
                 session.state.set_prompt(prompt)
             return turn
 
