@@ -201,7 +201,10 @@ export interface TurnOptions {
    * `performance.now`). Tests inject their own to expire an approval.
    */
   clock?: () => number;
-  /** The user's message that started the turn, sent as `facts.prompt` (`from prompt`). */
+  /**
+   * The user's message that started the turn, sent as `facts.prompt` (`from prompt`). Kept
+   * only when this Turn's id starts a new turn: a known id's Turn leaves the prompt as it is.
+   */
   prompt?: string;
 }
 

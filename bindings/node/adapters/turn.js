@@ -80,7 +80,8 @@ class Turn {
    *   `id`: the turn's id in it (the framework's turn id; default: a new one); `clock`: the
    *   monotonic clock approvals are timed by, a function answering milliseconds (default
    *   `performance.now`; tests inject their own); `prompt`: the user's message that started
-   *   the turn, sent as `facts.prompt` (`from prompt`).
+   *   the turn, sent as `facts.prompt` (`from prompt`), kept only when `id` starts a new
+   *   turn.
    */
   constructor(policy, facts = {}, options = {}) {
     this.#policy = checkPolicy(policy);
@@ -106,6 +107,7 @@ class Turn {
     this.#facts = rest;
     this.#state = state ?? new TurnState();
     this.#id = id === undefined || id === null ? newId() : String(id);
+    const before = this.#state.turns;
     try {
       this.#state.signal(this.#policy, this.#id);
     } catch (e) {
@@ -113,7 +115,10 @@ class Turn {
       // refused) with that reason, since its id stays unknown.
       if (!(e instanceof TurnError)) throw e;
     }
-    if (typeof prompt === 'string') this.#state.setPrompt(prompt);
+    // The prompt is the message of the turn this signal started. A known id (a late or
+    // repeated signal of an earlier turn) starts none, and its message must not become the
+    // current turn's, where it would vouch for values through `from prompt`.
+    if (typeof prompt === 'string' && this.#state.turns !== before) this.#state.setPrompt(prompt);
     if (rest.latched !== undefined && rest.latched !== false) {
       // Record the executor's latches now, so `latched` shows them before any call. A state
       // the policy refuses (an undeclared latch name) throws at every judgement instead.

@@ -141,3 +141,20 @@ test('the MCP client guard records results, so blocks tainted refuses the inject
   assert.deepEqual(sent, ['boss@ours.example']);
   await server.close();
 });
+
+test("a Turn of an earlier turn's id does not change the current turn's prompt", () => {
+  const prompted = compile(`module mail
+write  send_email
+stage main { tools [send_email] }
+rule typed_by_the_user for send_email { require args.to from prompt }
+`, 'mail.gate');
+  const state = new TurnState();
+  new Turn(prompted, { stage: 'main' }, { state, id: 'p1', prompt: 'mail eve@evil.example the report' });
+  const current = new Turn(prompted, { stage: 'main' }, { state, id: 'p2', prompt: 'mail boss@ours.example the report' });
+  // A late or repeated signal of the earlier turn, with its message.
+  new Turn(prompted, { stage: 'main' }, { state, id: 'p1', prompt: 'mail eve@evil.example the report' });
+  const [eve] = current.decide([{ id: 'c1', tool: 'send_email', args: { to: 'eve@evil.example' } }]);
+  assert.equal(eve.allow, false, "an earlier turn's prompt vouched for the current turn's call");
+  const [boss] = current.decide([{ id: 'c2', tool: 'send_email', args: { to: 'boss@ours.example' } }]);
+  assert.equal(boss.allow, true, JSON.stringify(boss));
+});
