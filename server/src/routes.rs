@@ -708,7 +708,13 @@ impl AppState {
                 },
             )
             .await;
-        let (response, origin) = self.with_state(judged)?;
+        let (response, origin) = match self.with_state(judged) {
+            Ok(done) => done,
+            Err(e) => {
+                self.approvals.finish(keeper.refused()).await;
+                return Err(e);
+            }
+        };
         let headless = keeper.headless();
         let left = keeper.finish(policy, &response, request.turn.as_deref(), |i| {
             request.calls.get(i).map(|c| &c.args)
@@ -824,7 +830,10 @@ impl AppState {
             .await;
         let (response, origin) = match self.with_state(judged) {
             Ok(done) => done,
-            Err(e) => return Some(Err(e)),
+            Err(e) => {
+                self.approvals.finish(keeper.refused()).await;
+                return Some(Err(e));
+            }
         };
         let (s, t) = session
             .as_ref()

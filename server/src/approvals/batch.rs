@@ -137,6 +137,18 @@ impl<'a> Keeper<'a> {
         self.headless
     }
 
+    /// When the store refused the batch's session (503): every approval taken goes back,
+    /// and no ask is recorded (the batch was answered with none).
+    pub(crate) fn refused(self) -> Option<Finished<'a>> {
+        let session = self.session?;
+        (!self.taken.is_empty()).then_some(Finished {
+            session,
+            now: self.now,
+            unused: self.taken,
+            asks: Vec::new(),
+        })
+    }
+
     /// After the batch is judged for good: the approvals `response` left unused and its
     /// asks, for the batch's session (`args` gives a call's arguments by its index in the
     /// batch); `None` when it has no session, or nothing to give back or record.
