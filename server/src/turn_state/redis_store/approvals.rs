@@ -36,9 +36,10 @@
 //! (`--session-ttl` + `--session-keep-expired`), this holds past it too: an approval may be
 //! valid for up to 24 hours, longer than a short horizon. A flush or an empty restart loses every
 //! approval, which denies. As for latches, a restore is seen by a replica that saw the
-//! counter after the take (on a single node one marker counts for every session, so any
-//! batch since then did); a replica that saw neither, and the store, restored at once,
-//! cannot tell.
+//! counter after the take (the replica that took it; on a single node, where one marker
+//! counts for every session, any replica that judged a batch since): one that did not
+//! (restarted since, or in a cluster idle in that slot) cannot tell, and if it reaches the
+//! restored store first it may take the approval once more.
 
 use super::{RedisStore, Unavailable};
 use crate::approvals::{
