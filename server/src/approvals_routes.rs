@@ -1,9 +1,11 @@
 //! `GET /v1/approvals?session=S` (the asks waiting in a session, for approval UIs) and
 //! `POST /v1/approvals` (a person's answer to one). Both need the approver token
 //! (`--approver-token`) or the admin token; with neither set they answer on loopback only.
+//! Under `--state redis://...` both read and write the shared store, so any replica answers;
+//! when it cannot be reached they answer 503 (`approvals_unavailable`) and record nothing.
 
 use crate::api_error::ApiError;
-use crate::approvals::Pending;
+use crate::approvals::{GrantError, Pending};
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -15,6 +17,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Instant;
+
+/// 503 `approvals_unavailable`: the shared store that keeps approvals (`--state`) cannot
+/// be reached, so nothing was listed or recorded.
+fn unavailable(message: String) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "approvals_unavailable",
+        message,
+    )
+}
 
 /// The most bytes of an approver's name.
 const MAX_APPROVER_BYTES: usize = 256;
@@ -45,7 +57,11 @@ pub async fn waiting(
         .limits
         .check_id("session", &query.session)
         .map_err(|e| state.client_error(e))?;
-    let waiting = state.approvals.waiting(&query.session, Instant::now());
+    let waiting = state
+        .approvals
+        .waiting(&query.session, Instant::now())
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
     let asks: Vec<WaitingAsk<'_>> = waiting
         .iter()
         .map(|(ask, left)| WaitingAsk {
@@ -145,7 +161,13 @@ pub async fn answer_ask(
     let answered = state
         .approvals
         .answer(&a.session, &a.approval, a.granted, Instant::now())
-        .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "not_pending", e.to_string()))?;
+        .await
+        .map_err(|e| match e {
+            GrantError::NotPending(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_pending", e.to_string())
+            }
+            GrantError::Unavailable => unavailable(e.to_string()),
+        })?;
     state.decisions.log().record_answer(
         &a.session,
         &answered,

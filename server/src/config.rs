@@ -49,8 +49,8 @@ pub struct Config {
     /// A path printed after the listening line by [`run`](crate::run) (`toolgate
     /// playground`'s page); needs the `playground` feature.
     pub announce: Option<String>,
-    /// A shared turn-state store (`--state`, the `redis` feature); `None` keeps turn state
-    /// in this process.
+    /// A shared turn-state store (`--state`, the `redis` feature), which keeps budget
+    /// counts and approvals too; `None` keeps them all in this process.
     pub state: Option<RedisConfig>,
     /// Export a span per decision request to this OTLP/HTTP endpoint (`--otel-endpoint`,
     /// the `otel` feature).

@@ -379,9 +379,8 @@ pub async fn health(State(state): Shared) -> Response {
     let (turn_state, up) = state.sessions.health().await;
     let last = state.loads.last_attempt();
     let status = if up { "ok" } else { "degraded" };
-    let (sessions, waiting, approved) = state.approvals.held();
-    let approvals =
-        json!({"ask": state.ask, "sessions": sessions, "waiting": waiting, "approved": approved});
+    let mut approvals = state.approvals.health(up);
+    approvals.insert("ask".into(), json!(state.ask));
     let budgets = json!({"scopes": state.budgets.len(), "kept": state.sessions.keeps_counts()});
     let mut body = json!({"status": status, "policies": set.len(), "generation": set.generation(), "state": turn_state, "approvals": approvals, "budgets": budgets});
     if let Some(b) = &state.bundle {
@@ -691,12 +690,7 @@ impl AppState {
         if let (Some((s, t)), None) = (&ids, &brought) {
             request.facts.outputs = self.sessions.outputs_fact(policy, s, t, started);
         }
-        let mut keeper = Keeper::new(
-            &self.approvals,
-            self.ask,
-            ids.as_ref().map(|(s, _)| s.as_str()),
-            started,
-        );
+        let mut keeper = Keeper::new(self.ask, ids.as_ref().map(|(s, _)| s.as_str()), started);
         let scopes = Scopes::of(
             policy,
             request.session.as_deref(),
@@ -709,26 +703,27 @@ impl AppState {
                 policy,
                 ids.as_ref().map(|(s, t)| (s.as_str(), t.as_str())),
                 (scopes, &self.budgets),
+                (&self.approvals, &mut keeper),
                 started,
-                |carried, counts| {
+                |carried, counts, approvals| {
                     if let Some(c) = carried {
                         request.facts.latched = request.facts.latched.or(c);
                     }
                     if let Some(c) = counts {
                         request.facts.spent = Some(c.into_iter().collect());
                     }
-                    let first = policy.decide(&request);
-                    match keeper.again(&first) {
-                        None => first,
-                        Some(approvals) => {
-                            request.facts.approvals = Some(approvals);
-                            policy.decide(&request)
-                        }
-                    }
+                    request.facts.approvals = approvals.map(<[String]>::to_vec);
+                    policy.decide(&request)
                 },
             )
             .await;
-        let (response, origin) = self.with_state(judged)?;
+        let (response, origin) = match self.with_state(judged) {
+            Ok(done) => done,
+            Err(e) => {
+                self.approvals.finish(keeper.refused()).await;
+                return Err(e);
+            }
+        };
         if let Some((s, t)) = &ids {
             self.keep_outputs(policy, (s, t), brought.as_ref(), &response, started, |i| {
                 request
@@ -738,9 +733,10 @@ impl AppState {
             });
         }
         let headless = keeper.headless();
-        keeper.finish(policy, &response, request.turn.as_deref(), |i| {
+        let left = keeper.finish(policy, &response, request.turn.as_deref(), |i| {
             request.calls.get(i).map(|c| &c.args)
         });
+        self.approvals.finish(left).await;
         // The request as the serving policy last judged it: its latch state carried in, the
         // book's approvals granted.
         let flips = self
@@ -817,12 +813,7 @@ impl AppState {
             (true, Some(s), Some(t)) => Some((s.to_owned(), t.to_owned())),
             _ => None,
         };
-        let mut keeper = Keeper::new(
-            &self.approvals,
-            self.ask,
-            session.as_ref().map(|(s, _)| s.as_str()),
-            started,
-        );
+        let mut keeper = Keeper::new(self.ask, session.as_ref().map(|(s, _)| s.as_str()), started);
         // What is carried into the request besides its text, kept only for the shadow set.
         let mut seen = Seen::new(self.shadow.is_some());
         let brought = request.outputs().cloned();
@@ -844,8 +835,9 @@ impl AppState {
                 policy,
                 session.as_ref().map(|(s, t)| (s.as_str(), t.as_str())),
                 (scopes, &self.budgets),
+                (&self.approvals, &mut keeper),
                 started,
-                |carried, counts| {
+                |carried, counts, approvals| {
                     if let Some(c) = carried {
                         request.carry(c);
                         seen.carried(c);
@@ -854,21 +846,18 @@ impl AppState {
                         seen.spent(&c);
                         request.set_spent(c);
                     }
-                    let first = policy.decide_read(&request);
-                    match keeper.again(&first) {
-                        None => first,
-                        Some(approvals) => {
-                            request.grant(&approvals);
-                            seen.granted(&approvals);
-                            policy.decide_read(&request)
-                        }
-                    }
+                    request.grant(approvals.unwrap_or_default());
+                    seen.granted(approvals.unwrap_or_default());
+                    policy.decide_read(&request)
                 },
             )
             .await;
         let (response, origin) = match self.with_state(judged) {
             Ok(done) => done,
-            Err(e) => return Some(Err(e)),
+            Err(e) => {
+                self.approvals.finish(keeper.refused()).await;
+                return Some(Err(e));
+            }
         };
         let (s, t) = session
             .as_ref()
@@ -880,7 +869,8 @@ impl AppState {
             });
         }
         let headless = keeper.headless();
-        keeper.finish(policy, &response, t, |i| request.call_args(i));
+        let left = keeper.finish(policy, &response, t, |i| request.call_args(i));
+        self.approvals.finish(left).await;
         let flips = self
             .shadowing(origin)
             .and_then(|shadow| shadow.compare(policy, &response, |p| seen.judge(p, text)));

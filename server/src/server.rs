@@ -6,7 +6,7 @@ use super::config::{Config, PolicySource};
 use super::decisions::Decisions;
 use super::error::{Feature, ServerError};
 use super::state::AppState;
-use super::turn_state::{HookSessions, TurnState};
+use super::turn_state::{ApprovalStore, HookSessions, TurnState};
 use super::{
     approvals_routes, authzen, bearer, bundle, conn, guard, hooks, loader, outputs_route,
     reload_gate, routes, shadow, tracing_otel,
@@ -57,6 +57,7 @@ impl Server {
                 .saturating_add(config.sessions.keep_expired),
         );
         let limits = config.sessions;
+        let approvals = ApprovalStore::beside(&sessions);
         let hook_sessions = HookSessions::beside(&sessions, || {
             hooks::sessions(limits.max_sessions, limits.ttl, limits.keep_expired)
         });
@@ -81,7 +82,7 @@ impl Server {
             gate: reload_gate::GateState::new(config.widening),
             reload_lock: tokio::sync::Mutex::new(0),
             bundle,
-            approvals: Default::default(),
+            approvals,
             budgets,
             ask: config.ask,
             approver_token: config.approver_token.filter(|t| !t.is_empty()),

@@ -182,7 +182,7 @@ impl Seen {
         }
     }
 
-    /// The book's approvals were granted to the request.
+    /// The request was last judged with these approvals (none: empty).
     pub fn granted(&mut self, approvals: &[String]) {
         if self.on {
             self.approvals = Some(approvals.to_vec());

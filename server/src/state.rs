@@ -49,8 +49,9 @@ pub struct AppState {
     pub reload_lock: tokio::sync::Mutex<u64>,
     /// The signed bundle the policies come from (`--bundle`), instead of `dir`.
     pub bundle: Option<super::bundle::Bundle>,
-    /// The asks waiting for a person and the approvals given (`/v1/approvals`).
-    pub approvals: super::approvals::Approvals,
+    /// The asks waiting for a person and the approvals given (`/v1/approvals`), kept where
+    /// the turn state is.
+    pub approvals: super::turn_state::ApprovalStore,
     /// The counts of budgets over batches (`per session`, `within 24h per principal`, ...).
     pub budgets: super::budgets::Book,
     /// What an ask does when nobody answers it (`--ask`).

@@ -11,7 +11,7 @@ use axum::Router;
 use serde_json::{json, Value};
 use toolgate_server::{AskMode, Config};
 
-const SHOP: &str = r#"module shop
+pub(crate) const SHOP: &str = r#"module shop
 write refund
 stage main { tools [refund] }
 rule refunds for refund {
@@ -50,7 +50,7 @@ async fn decide(app: &Router, body: Value) -> Vec<Value> {
 }
 
 /// The digest of a decision that asks.
-fn asked(d: &Value) -> String {
+pub(crate) fn asked(d: &Value) -> String {
     assert_eq!(d["allow"], false, "{d}");
     assert_eq!(d["kind"], "ask", "{d}");
     d["approval"].as_str().unwrap().to_string()
@@ -323,7 +323,7 @@ async fn health_reports_the_ask_mode_and_what_waits() {
     let (_, health) = get(app, "/health", None).await;
     assert_eq!(
         health["approvals"],
-        json!({"ask": "deny", "sessions": 1, "waiting": 2, "approved": 0}),
+        json!({"ask": "deny", "store": "memory", "sessions": 1, "waiting": 2, "approved": 0}),
         "{health}"
     );
 }

@@ -6,6 +6,8 @@
 //! `cargo test -p toolgate-server --test it shadow::`.
 
 mod approvals;
+#[cfg(feature = "redis")]
+mod approvals_redis;
 mod authzen;
 #[cfg(feature = "jwt")]
 mod bearer;

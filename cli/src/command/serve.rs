@@ -119,7 +119,8 @@ pub struct Args {
     /// (without it, such a request is a 400 listing the loaded modules).
     #[arg(long, value_name = "NAME")]
     default_policy: Option<String>,
-    /// Keep turn state in a Redis or Valkey store shared by several replicas,
+    /// Keep turn state (latches, budget counts and approvals) in a Redis or Valkey store
+    /// shared by several replicas,
     /// `redis://[:PASSWORD@]HOST:PORT[/DB]`, or `rediss://` for TLS (the server's certificate
     /// is always verified); a Redis or Valkey Cluster as
     /// `redis+cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...]` (some of its nodes; the others

@@ -5,17 +5,25 @@
 //! A request cannot carry `facts.approvals` to the server: an approval is recorded for a
 //! session by a holder of the approver (or admin) token, so the agent that asked cannot
 //! approve itself. How a batch uses them is in [`batch`]: the engine judges the batch, and
-//! only when it asks does the server look here. A batch that asks nothing costs one scan of
-//! its decisions.
+//! only when it asks does the server look for approvals. A batch that asks nothing costs one
+//! scan of its decisions.
 //!
-//! Kept in this process's memory, bounded: at most [`MAX_PENDING`] asks per session, and
-//! the arguments of all pending asks together at most [`MAX_ARGS_BYTES`]. An ask that does
-//! not fit is not recorded, so it cannot be approved: it stays a denial. A restart forgets
-//! every approval, which denies.
+//! Where they are kept is the turn state's choice (`turn_state::ApprovalStore`): here, in
+//! this process's memory ([`Approvals`]), or, under `--state redis://...`, in the shared
+//! store beside the turn state (`turn_state::redis_store::approvals`), so every replica
+//! lists, answers and uses the same ones. This module knows no store: it holds what an ask
+//! and an approval are, the in-memory book, and the keeper of one batch.
+//!
+//! In memory, bounded: at most [`MAX_PENDING`] asks per session, and the arguments of all
+//! pending asks together at most [`MAX_ARGS_BYTES`]. An ask that does not fit is not
+//! recorded, so it cannot be approved: it stays a denial. A restart forgets every approval,
+//! which denies.
+//!
+//! [`Policy::approval_window`]: toolgate_engine::Policy::approval_window
 
 pub(crate) mod batch;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -27,9 +35,14 @@ pub const MAX_PENDING: usize = 64;
 pub const MAX_ARGS_BYTES: usize = 16 << 20;
 /// The most sessions with waiting asks or unused approvals.
 pub const MAX_SESSIONS: usize = 100_000;
+/// In the shared store, the most bytes of arguments (as JSON) one session's waiting asks
+/// together may hold: the store has no total of its own to keep (its `maxmemory` is that
+/// bound), so the bound is per session, four of the largest request bodies by default.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+pub const MAX_SESSION_ARGS_BYTES: usize = 4 << 20;
 
 /// One ask waiting for a person.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Pending {
     /// The digest an approval carries.
     pub approval: String,
@@ -49,28 +62,49 @@ pub struct Pending {
     pub policy: String,
     /// See `policy`.
     pub revision: String,
-    /// When it asked, in Unix milliseconds.
+    /// When it asked, in Unix milliseconds (the shared store's clock, under `--state`).
+    #[serde(default)]
     pub asked_at_ms: u128,
-    #[serde(skip)]
+}
+
+/// A waiting ask in the in-memory book, with when it expires and what it weighs.
+#[derive(Debug, Clone)]
+struct Held {
+    ask: Pending,
     window: Duration,
-    #[serde(skip)]
     expires: Instant,
-    #[serde(skip)]
     bytes: usize,
+}
+
+/// Until when an approval taken for a batch may be used, as the place it came from counts
+/// time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Until {
+    /// The in-memory book: this process's monotonic clock.
+    Instant(Instant),
+    /// The shared store: when the approval was given and when it expires, in the store's
+    /// milliseconds (`TIME`), so giving it back keeps both.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    Store {
+        /// When the person approved it.
+        at_ms: u64,
+        /// When it expires.
+        expires_ms: u64,
+    },
 }
 
 /// One approval a person gave, not used yet.
 #[derive(Debug, Clone)]
 pub(crate) struct Granted {
     pub(crate) approval: String,
-    pub(crate) expires: Instant,
+    pub(crate) until: Until,
 }
 
 /// One session's waiting asks and unused approvals.
 #[derive(Default)]
 struct Book {
-    pending: Vec<Pending>,
-    granted: Vec<Granted>,
+    pending: Vec<Held>,
+    granted: Vec<(String, Instant)>,
 }
 
 impl Book {
@@ -83,7 +117,7 @@ impl Book {
             }
             keep
         });
-        self.granted.retain(|g| g.expires > now);
+        self.granted.retain(|(_, expires)| *expires > now);
         freed
     }
 
@@ -105,6 +139,11 @@ pub enum GrantError {
     /// already, or expired.
     #[error("no ask with this approval digest is waiting in session `{0}` (it was never asked, is answered already, or expired)")]
     NotPending(String),
+    /// The shared store that keeps approvals (`--state`) could not be reached in time: no
+    /// answer was recorded.
+    #[error("the shared store that keeps approvals cannot be reached, so no answer was recorded; try again shortly")]
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    Unavailable,
 }
 
 /// What recording a person's answer gave.
@@ -140,10 +179,10 @@ impl Approvals {
         }
         let book = books.by_session.entry(session.into()).or_default();
         for ask in asks {
-            if book.pending.iter().any(|p| p.approval == ask.approval) {
+            if book.pending.iter().any(|p| p.ask.approval == ask.approval) {
                 continue;
             }
-            let bytes = serde_json::to_string(&ask.args).map_or(usize::MAX, |s| s.len());
+            let bytes = ask.args_bytes();
             if books.args_bytes.saturating_add(bytes) > MAX_ARGS_BYTES {
                 continue;
             }
@@ -152,19 +191,11 @@ impl Approvals {
                 books.args_bytes -= dropped.bytes;
             }
             books.args_bytes += bytes;
-            book.pending.push(Pending {
-                approval: ask.approval,
-                call_id: ask.call_id,
-                tool: ask.tool,
-                rule: ask.rule,
-                reason: ask.reason,
-                args: ask.args,
-                turn: ask.turn,
-                policy: ask.policy,
-                revision: ask.revision,
-                asked_at_ms: crate::clock::now_ms(),
-                window: ask.window,
-                expires: now + ask.window,
+            let window = ask.window;
+            book.pending.push(Held {
+                ask: ask.into_pending(crate::clock::now_ms()),
+                window,
+                expires: now + window,
                 bytes,
             });
         }
@@ -190,26 +221,24 @@ impl Approvals {
         let at = book
             .pending
             .iter()
-            .position(|p| p.approval == approval)
+            .position(|p| p.ask.approval == approval)
             .ok_or_else(not_pending)?;
-        let ask = book.pending.remove(at);
-        books.args_bytes -= ask.bytes;
+        let held = book.pending.remove(at);
+        books.args_bytes -= held.bytes;
         let expires_in_ms = granted.then(|| {
-            book.granted.retain(|g| g.approval != approval);
-            book.granted.push(Granted {
-                approval: ask.approval.clone(),
-                expires: now + ask.window,
-            });
-            ask.window.as_millis()
+            book.granted.retain(|(a, _)| a != approval);
+            book.granted
+                .push((held.ask.approval.clone(), now + held.window));
+            held.window.as_millis()
         });
         if book.is_empty() {
             books.by_session.remove(session);
         }
         Ok(Answered {
-            approval: ask.approval.clone(),
+            approval: held.ask.approval.clone(),
             granted,
             expires_in_ms,
-            ask,
+            ask: held.ask,
         })
     }
 
@@ -227,7 +256,7 @@ impl Approvals {
             .iter()
             .map(|p| {
                 (
-                    p.clone(),
+                    p.ask.clone(),
                     p.expires.saturating_duration_since(now).as_millis(),
                 )
             })
@@ -235,20 +264,23 @@ impl Approvals {
     }
 
     /// Takes the unexpired approvals of `session` whose digest is in `asked` out of the
-    /// store, for one batch: no other batch can use them until [`Approvals::give_back`].
-    pub(crate) fn take(&self, session: &str, asked: &[&str], now: Instant) -> Vec<Granted> {
+    /// book, for one batch: no other batch can use them until [`Approvals::give_back`].
+    pub(crate) fn take(&self, session: &str, asked: &[String], now: Instant) -> Vec<Granted> {
         let Ok(mut books) = self.books.lock() else {
             return Vec::new();
         };
         let Some(book) = books.by_session.get_mut(session) else {
             return Vec::new();
         };
-        book.granted.retain(|g| g.expires > now);
+        book.granted.retain(|(_, expires)| *expires > now);
         let mut taken = Vec::new();
-        book.granted.retain(|g| {
-            let hit = asked.contains(&g.approval.as_str());
+        book.granted.retain(|(approval, expires)| {
+            let hit = asked.contains(approval);
             if hit {
-                taken.push(g.clone());
+                taken.push(Granted {
+                    approval: approval.clone(),
+                    until: Until::Instant(*expires),
+                });
             }
             !hit
         });
@@ -257,6 +289,14 @@ impl Approvals {
 
     /// Returns approvals a batch took and did not use.
     pub(crate) fn give_back(&self, session: &str, unused: Vec<Granted>) {
+        let unused: Vec<(String, Instant)> = unused
+            .into_iter()
+            .filter_map(|g| match g.until {
+                Until::Instant(expires) => Some((g.approval, expires)),
+                // Not this book's: never taken from it.
+                Until::Store { .. } => None,
+            })
+            .collect();
         if unused.is_empty() {
             return;
         }
@@ -311,4 +351,27 @@ pub(crate) struct NewAsk {
     pub(crate) policy: String,
     pub(crate) revision: String,
     pub(crate) window: Duration,
+}
+
+impl NewAsk {
+    /// The bytes its arguments take as JSON: what the bounds count.
+    pub(crate) fn args_bytes(&self) -> usize {
+        serde_json::to_string(&self.args).map_or(usize::MAX, |s| s.len())
+    }
+
+    /// The ask as listed, asked at `asked_at_ms`.
+    pub(crate) fn into_pending(self, asked_at_ms: u128) -> Pending {
+        Pending {
+            approval: self.approval,
+            call_id: self.call_id,
+            tool: self.tool,
+            rule: self.rule,
+            reason: self.reason,
+            args: self.args,
+            turn: self.turn,
+            policy: self.policy,
+            revision: self.revision,
+            asked_at_ms,
+        }
+    }
 }

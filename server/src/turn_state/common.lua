@@ -1,7 +1,7 @@
--- Shared by exchange.lua, peek.lua, marker.lua and hook.lua (prepended to each, after a first
--- line `local writes = ...` saying whether this run may write the marker; session.lua comes
--- after it for exchange.lua and peek.lua). The keys and rules are the
--- in-memory store's (turns/src/store.rs); docs/deploy.md gives the reasons.
+-- Shared by exchange.lua, peek.lua, marker.lua, hook.lua, budget_only.lua and approvals.lua
+-- (prepended to each, after a first line `local writes = ...` saying whether this run may
+-- write the marker; session.lua comes after it for exchange.lua and peek.lua). The keys and
+-- rules are the in-memory store's (turns/src/store.rs); docs/deploy.md gives the reasons.
 --
 -- KEYS[1] the session (session.lua; hook.lua has its own): one string, "<seen>|<old>|<n>" then, for each of its n recent turns,
 --         oldest first, "\n<id>\1<latches>\2<first>". `seen` is when the session was last

@@ -18,12 +18,14 @@
 //! When the shared store fails, the batch is judged fail-closed ([`fail_closed`]).
 //!
 //! `/v1/hooks` sessions ([`HookSessions`]) are kept beside them: in memory, or in the same
-//! shared store, under the same loss detection.
+//! shared store, under the same loss detection. So are approvals ([`ApprovalStore`]): a
+//! batch's asks take their approvals between its judgements, inside [`TurnState::judge`].
 
 //!
 //! Without the `redis` feature only the memory store exists, and a configuration that names
 //! a shared one is refused at start-up ([`TurnState::open`]).
 
+mod approval_store;
 mod fail_closed;
 mod latches;
 #[cfg(feature = "redis")]
@@ -31,6 +33,9 @@ pub mod redis_store;
 #[cfg(feature = "redis")]
 mod stats;
 
+pub use approval_store::ApprovalStore;
+
+use crate::approvals::batch::Keeper;
 use crate::budgets::{Book, Given, Scopes};
 use crate::config::RedisConfig;
 #[cfg(not(feature = "redis"))]
@@ -104,33 +109,42 @@ fn settle(
     }
 }
 
+/// A judgement of the batch ([`TurnState::judge`]'s `decide`) behind a reference.
+#[cfg(feature = "redis")]
+type Decide<'d> = dyn FnMut(Option<&Latched>, Given, Option<&[String]>) -> Response + 'd;
+
 /// [`TurnState::judge`] against the shared store: one round trip for the turn state and the
 /// counts in the session's slot together, one more per other slot a count is in (a
 /// principal's or a tenant's in a cluster), again only when the counts changed under the
 /// batch or must wait for the turn's latches ([`redis_store::budgets`]); fail-closed when the
 /// store cannot be reached, or the counts kept changing for
-/// [`redis_store::budgets::MAX_ATTEMPTS`] judgements.
+/// [`redis_store::budgets::MAX_ATTEMPTS`] judgements. A judgement that asks takes the
+/// approvals its asks name in one more round trip ([`approval_store::approved_shared`]).
 #[cfg(feature = "redis")]
 async fn shared_judge(
     store: &RedisStore,
     policy: &Policy,
     ids: Option<(&str, &str)>,
     scopes: Option<Scopes>,
-    mut decide: impl FnMut(Option<&Latched>, Given) -> Response,
+    keeper: &mut Keeper<'_>,
+    mut decide: impl FnMut(Option<&Latched>, Given, Option<&[String]>) -> Response,
 ) -> Judged {
     let mut counts = scopes.as_ref().map(|s| store.counts(policy, s));
-    // Judged with no count and, in a turn, every latch: the store could not say.
-    let unavailable =
-        |first: &Response, decide: &mut dyn FnMut(Option<&Latched>, Given) -> Response| {
-            let none = scopes.as_ref().map(|_| Vec::new());
-            let response = match ids {
-                Some(_) => {
-                    fail_closed::relabel(policy, first, decide(Some(&Latched::Flag(true)), none))
-                }
-                None => fail_closed::counts_unknown(policy, decide(None, none)),
-            };
-            Judged::Done(response, Some(Origin::Unavailable))
+    // Judged with no count and, in a turn, every latch: the store could not say. The
+    // approvals taken so far were taken atomically, so they may still be used once.
+    let unavailable = |first: &Response, granted: Option<Vec<String>>, decide: &mut Decide<'_>| {
+        let none = scopes.as_ref().map(|_| Vec::new());
+        let granted = granted.as_deref();
+        let response = match ids {
+            Some(_) => fail_closed::relabel(
+                policy,
+                first,
+                decide(Some(&Latched::Flag(true)), none, granted),
+            ),
+            None => fail_closed::counts_unknown(policy, decide(None, none, granted)),
         };
+        Judged::Done(response, Some(Origin::Unavailable))
+    };
     // The turn's state, once the exchange has recorded the batch's own latches (every latch
     // a call of the batch sets, allowed or not: the same for every judgement of it).
     let mut carried: Option<Carried> = None;
@@ -139,7 +153,11 @@ async fn shared_judge(
     let mut pruned = false;
     while conflicts < redis_store::budgets::MAX_ATTEMPTS {
         let given = counts.as_ref().map(BatchCounts::given);
-        let own = decide(None, given.clone());
+        let first = decide(None, given.clone(), keeper.granted().as_deref());
+        let own = approval_store::approved_shared(store, keeper, first, |a| {
+            decide(None, given.clone(), Some(a))
+        })
+        .await;
         if let Some(c) = counts.as_mut().filter(|_| !pruned) {
             c.drop_unread(policy, &own);
         }
@@ -168,12 +186,23 @@ async fn shared_judge(
                     last = Some(own);
                     continue;
                 }
-                Err(redis_store::Unavailable) => return unavailable(&own, &mut decide),
+                Err(redis_store::Unavailable) => {
+                    return unavailable(&own, keeper.granted(), &mut decide)
+                }
             }
         }
         let origin = carried.as_ref().map(|c| c.origin);
         let mut response = match &carried {
-            Some(turn) => settle(policy, own, turn, |l| decide(Some(l), given)),
+            Some(turn) => {
+                let settled = settle(policy, own, turn, |l| {
+                    decide(Some(l), given.clone(), keeper.granted().as_deref())
+                });
+                // A latch's `asks` the turn brought: its approvals are taken too.
+                approval_store::approved_shared(store, keeper, settled, |a| {
+                    decide(Some(&turn.latched), given.clone(), Some(a))
+                })
+                .await
+            }
             None => own,
         };
         let Some(c) = counts.as_mut() else {
@@ -188,14 +217,16 @@ async fn shared_judge(
                 conflicts += 1;
                 last = Some(response);
             }
-            Err(redis_store::Unavailable) => return unavailable(&response, &mut decide),
+            Err(redis_store::Unavailable) => {
+                return unavailable(&response, keeper.granted(), &mut decide)
+            }
         }
     }
     let first = match last {
         Some(first) => first,
-        None => decide(None, None),
+        None => decide(None, None, keeper.granted().as_deref()),
     };
-    unavailable(&first, &mut decide)
+    unavailable(&first, keeper.granted(), &mut decide)
 }
 
 impl TurnState {
@@ -227,17 +258,21 @@ impl TurnState {
     /// budgets over batches, [`Scopes::of`]), with its budget counts too, and adds what it
     /// consumed: in `book` when turn state is in memory, in the store when it is shared
     /// (in the same round trip, and in a cluster one more per slot of a principal's or a
-    /// tenant's count, [`redis_store::budgets`]). `decide` judges the batch with the
-    /// given latch state carried in (unioned with the request's own), or with none, and
-    /// with the given counts (`facts.spent`), or the request's own; it may run several
-    /// times, and only the response returned counts.
+    /// tenant's count, [`redis_store::budgets`]). A judgement that asks has `keeper` take
+    /// the approvals its asks name from `approvals` (kept where the turn state is) and is
+    /// judged again with them. `decide` judges the batch with the given latch state
+    /// carried in (unioned with the request's own), or with none, with the given counts
+    /// (`facts.spent`), or the request's own, and with exactly the given approvals
+    /// (`facts.approvals`), or none; it may run several times, and only the response
+    /// returned counts.
     pub async fn judge(
         &self,
         policy: &Policy,
         ids: Option<(&str, &str)>,
         (scopes, book): (Option<Scopes>, &Book),
+        (approvals, keeper): (&ApprovalStore, &mut Keeper<'_>),
         now: Instant,
-        mut decide: impl FnMut(Option<&Latched>, Given) -> Response,
+        mut decide: impl FnMut(Option<&Latched>, Given, Option<&[String]>) -> Response,
     ) -> Judged {
         match self {
             TurnState::Memory(store) => book.judge(
@@ -245,7 +280,11 @@ impl TurnState {
                 scopes,
                 now,
                 |counts| {
-                    let first = decide(None, counts.clone());
+                    let memory = approvals.memory();
+                    let first = decide(None, counts.clone(), keeper.granted().as_deref());
+                    let first = approval_store::approved_now(memory, keeper, first, |a| {
+                        decide(None, counts.clone(), Some(a))
+                    });
                     let Some((session, turn)) = ids else {
                         return Judged::Done(first, None);
                     };
@@ -256,14 +295,20 @@ impl TurnState {
                         }
                         Err(e) => return Judged::Refused(e),
                     };
-                    let response =
-                        settle(policy, first, &carried, |l| decide(Some(l), counts.clone()));
+                    let response = settle(policy, first, &carried, |l| {
+                        let again = decide(Some(l), counts.clone(), keeper.granted().as_deref());
+                        approval_store::approved_now(memory, keeper, again, |a| {
+                            decide(Some(l), counts.clone(), Some(a))
+                        })
+                    });
                     Judged::Done(response, Some(carried.origin))
                 },
                 Judged::response,
             ),
             #[cfg(feature = "redis")]
-            TurnState::Redis(store) => shared_judge(store, policy, ids, scopes, decide).await,
+            TurnState::Redis(store) => {
+                shared_judge(store, policy, ids, scopes, keeper, decide).await
+            }
         }
     }
 

@@ -28,11 +28,17 @@
 //! round trip; in a cluster, a principal's or a tenant's count is in a slot of its own, and
 //! adds one round trip per such slot.
 //!
+//! The approvals of a session are kept here too ([`approvals`]), under the session's own hash
+//! tag and its slot's marker: a batch that asks nothing never touches them; one that asks
+//! takes its approvals in one more round trip, and records its asks (and gives back what it
+//! did not use) in one more.
+//!
 //! Any failure (no connection, an error reply, no answer within the timeout) is reported as
 //! [`Unavailable`]; the caller then judges fail-closed. A write that timed out may still have
 //! happened: it only ever sets latches and adds consumption of calls the caller then denies,
 //! so that errs towards latched and spent.
 
+pub(crate) mod approvals;
 pub mod budgets;
 mod hooks;
 
@@ -301,6 +307,7 @@ pub struct RedisStore {
     marker: Script,
     hook: Script,
     budget_only: Script,
+    approvals: Script,
     /// The budget counts this replica saw last ([`budgets`]).
     budget_seen: budgets::Seen,
     timeout: Duration,
@@ -453,6 +460,10 @@ impl RedisStore {
             peek: Script::new(&source("false", &[session, include_str!("peek.lua")])),
             marker: Script::new(&source("true", &[include_str!("marker.lua")])),
             hook: Script::new(&source("ARGV[8] == 'write'", &[include_str!("hook.lua")])),
+            approvals: Script::new(&source(
+                "ARGV[8] ~= 'list'",
+                &[include_str!("approvals.lua")],
+            )),
             timeout: config.timeout,
             prefix: config.prefix.clone(),
             limits,
