@@ -144,9 +144,14 @@ export declare class TurnState {
    * Judges a batch as a call of turn `turn` (default: the request's `turn`, else the current
    * turn), with the turn's latches ORed into `facts.latched` and the session's recorded calls
    * after `facts.called`, and records the latches the judgement set. With `batch` (the id of
-   * the model message) the verdicts are kept for `decision`. Throws RequestError for a
-   * request that cannot be read (the state is unchanged), TurnError for a turn that cannot
-   * be judged.
+   * the model message) the verdicts are kept for `decision` (judged again, the kept response
+   * is answered, and counted once). A budget over batches is judged with the counts the turn
+   * state keeps: `per turn` and `per session` in this session, `per principal` and
+   * `per tenant` (by `facts.principal`'s `sub` and `tenant`) in a book every TurnState of the
+   * process shares; the response's `spent` is added to them. Counts are per process and
+   * start from zero when it starts. Throws RequestError for a request that cannot be read,
+   * or that brings its own `facts.spent` (the state is unchanged), TurnError for a turn that
+   * cannot be judged.
    */
   judge(policy: Policy, request: DecideRequest | string, turn?: string, batch?: string): Response;
   /** `judge`, answering the response as JSON text. */
