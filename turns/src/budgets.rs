@@ -22,12 +22,13 @@
 //!
 //! Judging a batch allocates only what the engine reads (`facts.spent`: the budget's name)
 //! and, once per scope, the scope's entry: a count is found by the borrowed parts of its key
-//! (policy, budget, scope, identity), never by a key built per batch.
+//! (policy, budget, scope, identity), never by a key built per batch, and each key is hashed
+//! once a batch, for the read and the add.
 
 use serde_json::Value;
-use std::borrow::Borrow;
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use toolgate_engine::{Budget, BudgetScope, Policy, Response};
@@ -37,6 +38,9 @@ use toolgate_engine::{Budget, BudgetScope, Policy, Response};
 pub const MAX_KEYS: usize = 100_000;
 /// The most entries one windowed count keeps before it merges its oldest.
 const MAX_ENTRIES: usize = 4_096;
+/// How many budgets of a batch keep their key's hash between the read and the add (more
+/// are hashed again).
+const HASHES: usize = 16;
 /// The least time between two sweeps of a full book for windows that emptied.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
@@ -59,13 +63,7 @@ struct Key {
     id: (Box<str>, Box<str>),
 }
 
-/// A key seen through its borrowed parts, so a book is searched by a [`KeyRef`] without
-/// building a [`Key`] (the map's keys borrow as this).
-trait View {
-    fn view(&self) -> KeyRef<'_>;
-}
-
-impl View for Key {
+impl Key {
     fn view(&self) -> KeyRef<'_> {
         KeyRef {
             policy: &self.policy,
@@ -76,47 +74,6 @@ impl View for Key {
     }
 }
 
-impl View for KeyRef<'_> {
-    fn view(&self) -> KeyRef<'_> {
-        *self
-    }
-}
-
-impl<'a> Borrow<dyn View + 'a> for Key {
-    fn borrow(&self) -> &(dyn View + 'a) {
-        self
-    }
-}
-
-impl Hash for dyn View + '_ {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.view().hash(state);
-    }
-}
-
-impl PartialEq for dyn View + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.view() == other.view()
-    }
-}
-
-impl Eq for dyn View + '_ {}
-
-// A `Key` hashes and compares as its view, as `Borrow` requires.
-impl Hash for Key {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.view().hash(state);
-    }
-}
-
-impl PartialEq for Key {
-    fn eq(&self, other: &Self) -> bool {
-        self.view() == other.view()
-    }
-}
-
-impl Eq for Key {}
-
 impl KeyRef<'_> {
     fn owned(&self) -> Key {
         Key {
@@ -125,6 +82,28 @@ impl KeyRef<'_> {
             scope: self.scope,
             id: (self.id.0.into(), self.id.1.into()),
         }
+    }
+}
+
+/// The hasher of a map keyed by a hash already taken with a keyed hasher (a [`Counts`]'s
+/// own `RandomState`): it passes the hash through, so a key's text is hashed once a batch.
+#[derive(Debug, Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; anything else is folded in, never dropped.
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
     }
 }
 
@@ -188,10 +167,16 @@ impl Count {
     }
 }
 
-/// One keeper's counts, without a lock: a [`Book`]'s, or one embedded session's.
+/// One keeper's counts, without a lock: a [`Book`]'s, or one embedded session's. Counts
+/// are found by the keyed hash of their [`KeyRef`] (taken once a batch per budget), then
+/// by the key itself among the few that share it.
 #[derive(Debug)]
 pub(crate) struct Counts {
-    map: HashMap<Key, Count>,
+    map: HashMap<u64, Vec<(Key, Count)>, BuildHasherDefault<Prehashed>>,
+    /// The keyed hasher of the keys (SipHash, seeded per book).
+    hasher: RandomState,
+    /// How many counts the map holds.
+    len: usize,
     /// How long an unwindowed count is kept after its last use.
     keep: Duration,
     /// When a full book was last swept for windows that emptied.
@@ -202,21 +187,35 @@ impl Counts {
     /// No counts; an unwindowed one is dropped `keep` after its last use.
     pub(crate) fn new(keep: Duration) -> Self {
         Counts {
-            map: HashMap::new(),
+            map: HashMap::default(),
+            hasher: RandomState::new(),
+            len: 0,
             keep,
             swept: None,
         }
     }
 
-    /// What `key`'s scope consumed inside its window before `now`: 0 for a scope not in the
-    /// book yet, `None` when it is not and the book is full (so its budget denies). A scope
-    /// is entered in the book only once it consumes something.
-    fn used(&mut self, key: KeyRef<'_>, now: Instant) -> Option<f64> {
-        if let Some(count) = self.map.get_mut(&key as &dyn View) {
+    /// The hash `key` is filed under in these counts.
+    fn hash(&self, key: KeyRef<'_>) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// The count of `key`, filed under `hash`.
+    fn find(&mut self, hash: u64, key: KeyRef<'_>) -> Option<&mut Count> {
+        let bucket = self.map.get_mut(&hash)?;
+        let (_, count) = bucket.iter_mut().find(|(k, _)| k.view() == key)?;
+        Some(count)
+    }
+
+    /// What `key`'s scope (filed under `hash`) consumed inside its window before `now`: 0
+    /// for a scope not in the book yet, `None` when it is not and the book is full (so its
+    /// budget denies). A scope is entered in the book only once it consumes something.
+    fn used(&mut self, hash: u64, key: KeyRef<'_>, now: Instant) -> Option<f64> {
+        if let Some(count) = self.find(hash, key) {
             count.touched = now;
             return Some(count.used(now));
         }
-        if self.map.len() < MAX_KEYS {
+        if self.len < MAX_KEYS {
             return Some(0.0);
         }
         // Full: drop what nothing can read any more, at most once a `SWEEP_EVERY`.
@@ -227,26 +226,42 @@ impl Counts {
             self.swept = Some(now);
             self.expire(now);
         }
-        (self.map.len() < MAX_KEYS).then_some(0.0)
+        (self.len < MAX_KEYS).then_some(0.0)
     }
 
-    /// Adds `amount` to `key`'s scope, entering it with `window` if it is new.
-    fn add(&mut self, key: KeyRef<'_>, window: Option<Duration>, amount: f64, now: Instant) {
-        match self.map.get_mut(&key as &dyn View) {
-            Some(count) => count.add(amount, now),
-            None => {
-                let mut count = Count::new(window, now);
-                count.add(amount, now);
-                self.map.insert(key.owned(), count);
-            }
+    /// Adds `amount` to `key`'s scope (filed under `hash`), entering it with `window` if it
+    /// is new.
+    fn add(
+        &mut self,
+        (hash, key): (u64, KeyRef<'_>),
+        window: Option<Duration>,
+        amount: f64,
+        now: Instant,
+    ) {
+        if let Some(count) = self.find(hash, key) {
+            count.add(amount, now);
+            return;
         }
+        let mut count = Count::new(window, now);
+        count.add(amount, now);
+        self.map.entry(hash).or_default().push((key.owned(), count));
+        self.len += 1;
+    }
+
+    /// Keeps only the counts `keep` says may still be read.
+    fn keep_only(&mut self, mut keep: impl FnMut(&Key, &mut Count) -> bool) {
+        self.map.retain(|_, bucket| {
+            bucket.retain_mut(|(k, c)| keep(k, c));
+            !bucket.is_empty()
+        });
+        self.len = self.map.values().map(Vec::len).sum();
     }
 
     /// Drops the counts nothing can read any more: a window with no entry left, or an
     /// unwindowed count unused for the keep time.
     fn expire(&mut self, now: Instant) {
         let keep = self.keep;
-        self.map.retain(|_, c| match c.window {
+        self.keep_only(|_, c| match c.window {
             Some(_) => {
                 c.used(now);
                 !c.entries.is_empty()
@@ -257,12 +272,12 @@ impl Counts {
 
     /// Keeps only the counts of scopes `keep` says may still be read.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(BudgetScope, &str, &str) -> bool) {
-        self.map.retain(|k, _| keep(k.scope, &k.id.0, &k.id.1));
+        self.keep_only(|k, _| keep(k.scope, &k.id.0, &k.id.1));
     }
 
     /// How many scopes are counted.
     pub(crate) fn len(&self) -> usize {
-        self.map.len()
+        self.len
     }
 }
 
@@ -285,19 +300,28 @@ impl Ledger for Counts {
 pub(crate) fn judge_in<R>(
     ledger: &mut impl Ledger,
     policy: &Policy,
-    scopes: &Scopes,
+    scopes: &ScopeIds<'_>,
     now: Instant,
     decide: impl FnOnce(Given) -> R,
     spent: impl FnOnce(&R) -> Option<&Response>,
 ) -> R {
     let module = policy.module();
-    let mut given = Vec::new();
+    let mut given = Vec::with_capacity(policy.budgets().size_hint().0);
+    // The counted budgets' hashes in their counts, in budget order, so a key is hashed once
+    // a batch (the first `HASHES` of them; past those, hashed again to add).
+    let mut hashes = [0u64; HASHES];
+    let mut counted = 0;
     for budget in policy.budgets() {
         let (Some(key), Some(counts)) = (scopes.count(module, budget), ledger.counts(budget.scope))
         else {
             continue;
         };
-        if let Some(used) = counts.used(key, now) {
+        let hash = counts.hash(key);
+        if let Some(slot) = hashes.get_mut(counted) {
+            *slot = hash;
+        }
+        counted += 1;
+        if let Some(used) = counts.used(hash, key, now) {
             given.push((budget.name.to_string(), used));
         }
     }
@@ -305,30 +329,40 @@ pub(crate) fn judge_in<R>(
     let Some(response) = spent(&judged) else {
         return judged;
     };
+    let mut counted = 0;
     for budget in policy.budgets() {
-        // A budget given no count denied every call it governs, so it consumed nothing; one
-        // given a count is in the book, or had room for it under the lock.
-        let amount = response.spent.get(budget.name).copied().unwrap_or(0.0);
-        if amount <= 0.0 {
-            continue;
-        }
         let (Some(key), Some(counts)) = (scopes.count(module, budget), ledger.counts(budget.scope))
         else {
             continue;
         };
-        counts.add(key, budget.window, amount, now);
+        let hash = match hashes.get(counted) {
+            Some(&hash) => hash,
+            None => counts.hash(key),
+        };
+        counted += 1;
+        // A budget given no count denied every call it governs, so it consumed nothing; one
+        // given a count is in the book, or had room for it under the lock.
+        let amount = response.spent.get(budget.name).copied().unwrap_or(0.0);
+        if amount > 0.0 {
+            counts.add((hash, key), budget.window, amount, now);
+        }
     }
     judged
 }
 
 /// What identifies a batch's scopes, copied out of the request (only for a policy that
-/// keeps counts) so the request can be judged while they are in use.
+/// keeps counts) so the request can be judged while they are in use: [`ScopeIds`] that own
+/// their text.
+pub type Scopes = ScopeIds<'static>;
+
+/// What identifies a batch's scopes: its session, turn and principal ([`Scopes`] when owned;
+/// an embedded session's borrow its turn's number).
 #[derive(Debug, Clone, Default)]
-pub struct Scopes {
+pub struct ScopeIds<'a> {
     /// The request's session.
-    session: Option<String>,
+    session: Option<Cow<'a, str>>,
     /// The request's turn.
-    turn: Option<String>,
+    turn: Option<Cow<'a, str>>,
     /// The request's `facts.principal.sub`.
     sub: Option<String>,
     /// The request's `facts.principal.tenant`.
@@ -344,36 +378,32 @@ impl Scopes {
         turn: Option<&str>,
         principal: Option<&Value>,
     ) -> Option<Self> {
-        policy.keeps_counts().then(|| Scopes {
-            session: session.map(str::to_owned),
-            turn: turn.map(str::to_owned),
-            ..Scopes::principal(principal)
+        policy.keeps_counts().then(|| {
+            let owned = |id: Option<&str>| id.map(|id| Cow::Owned(id.to_owned()));
+            ScopeIds::in_turn(principal, owned(session), owned(turn))
         })
     }
+}
 
-    /// The scopes of `principal` (`facts.principal`) alone: its `sub` and `tenant`, where
-    /// they are strings.
-    pub(crate) fn principal(principal: Option<&Value>) -> Self {
+impl<'a> ScopeIds<'a> {
+    /// The scopes of session `session`'s turn `turn` (either `None`: unknown) for
+    /// `principal` (`facts.principal`: its `sub` and `tenant`, where they are strings).
+    pub(crate) fn in_turn(
+        principal: Option<&Value>,
+        session: Option<Cow<'a, str>>,
+        turn: Option<Cow<'a, str>>,
+    ) -> Self {
         let part = |name: &str| {
             principal
                 .and_then(|p| p.get(name))
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         };
-        Scopes {
-            session: None,
-            turn: None,
-            sub: part("sub"),
-            tenant: part("tenant"),
-        }
-    }
-
-    /// The same scopes in session `session`'s turn `turn` (either `None`: unknown).
-    pub(crate) fn in_turn(self, session: Option<String>, turn: Option<String>) -> Self {
-        Scopes {
+        ScopeIds {
             session,
             turn,
-            ..self
+            sub: part("sub"),
+            tenant: part("tenant"),
         }
     }
 
@@ -391,7 +421,7 @@ impl Scopes {
 
     /// Which count of `module`'s `budget` this batch reads, `None` when the request does not
     /// identify its scope.
-    fn count<'a>(&'a self, module: &'a str, budget: Budget<'a>) -> Option<KeyRef<'a>> {
+    fn count<'k>(&'k self, module: &'k str, budget: Budget<'k>) -> Option<KeyRef<'k>> {
         Some(KeyRef {
             policy: module,
             budget: budget.name,
@@ -519,6 +549,17 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// `counts.used` with the key hashed as a batch hashes it.
+    fn used(counts: &mut Counts, key: KeyRef<'_>, now: Instant) -> Option<f64> {
+        counts.used(counts.hash(key), key, now)
+    }
+
+    /// `counts.add` with the key hashed as a batch hashes it.
+    fn add(counts: &mut Counts, key: KeyRef<'_>, window: Option<Duration>, amount: f64) {
+        let hash = counts.hash(key);
+        counts.add((hash, key), window, amount, Instant::now());
+    }
+
     const POLICY: &str = "module m\nwrite w\nstage main { tools [w] }\nbudget b for w { count <= 1 within 1h per session }\n";
 
     fn run(book: &Book, policy: &Policy, session: &str, now: Instant) -> bool {
@@ -602,8 +643,8 @@ mod tests {
             scope,
             id,
         };
-        counts.add(key(BudgetScope::Session, ("s", "")), None, 3.0, t0);
-        counts.add(key(BudgetScope::Turn, ("a", "bc")), None, 1.0, t0);
+        add(&mut counts, key(BudgetScope::Session, ("s", "")), None, 3.0);
+        add(&mut counts, key(BudgetScope::Turn, ("a", "bc")), None, 1.0);
         // The same text under another kind, or split differently, is another count.
         for (scope, id, want) in [
             (BudgetScope::Session, ("s", ""), 3.0),
@@ -612,12 +653,24 @@ mod tests {
             (BudgetScope::Turn, ("a", "bc"), 1.0),
         ] {
             assert_eq!(
-                counts.used(key(scope, id), t0),
+                used(&mut counts, key(scope, id), t0),
                 Some(want),
                 "{scope:?} {id:?}"
             );
         }
         assert_eq!(counts.len(), 2);
+        // Two keys filed under one hash (a collision) are told apart by the key itself.
+        let (x, y) = (
+            key(BudgetScope::Session, ("x", "")),
+            key(BudgetScope::Session, ("y", "")),
+        );
+        counts.add((7, x), None, 1.0, t0);
+        counts.add((7, y), None, 2.0, t0);
+        assert_eq!(counts.used(7, x, t0), Some(1.0));
+        assert_eq!(counts.used(7, y, t0), Some(2.0));
+        assert_eq!(counts.len(), 4);
+        counts.retain(|_, id, _| id != "x");
+        assert_eq!((counts.used(7, x, t0), counts.len()), (Some(0.0), 3));
     }
 
     #[test]
@@ -633,7 +686,8 @@ mod tests {
                 scope: BudgetScope::Principal,
                 id: (id, ""),
             };
-            counts.add(key, hour, 1.0, t0);
+            let hash = counts.hash(key);
+            counts.add((hash, key), hour, 1.0, t0);
         }
         let new = KeyRef {
             policy: "m",
@@ -641,18 +695,25 @@ mod tests {
             scope: BudgetScope::Principal,
             id: ("new", ""),
         };
-        assert_eq!(counts.used(new, t0), None, "full: no count, so it denies");
+        assert_eq!(
+            used(&mut counts, new, t0),
+            None,
+            "full: no count, so it denies"
+        );
         let old = KeyRef {
             id: ("0", ""),
             ..new
         };
         assert_eq!(
-            counts.used(old, t0),
+            used(&mut counts, old, t0),
             Some(1.0),
             "a scope it holds still reads"
         );
         // Once the windows have passed, a full book sweeps them out and has room again.
-        assert_eq!(counts.used(new, t0 + Duration::from_secs(3600)), Some(0.0));
+        assert_eq!(
+            used(&mut counts, new, t0 + Duration::from_secs(3600)),
+            Some(0.0)
+        );
         assert_eq!(counts.len(), 0);
     }
 

@@ -28,11 +28,12 @@
 //!   is not counted again. Counts are per process and start from zero when it starts; a
 //!   request may not bring its own (`facts.spent`: [`EmbeddedTurns::request`]).
 
-use crate::budgets::{self, Book, Counts, Ledger, Scopes};
+use crate::budgets::{self, Book, Counts, Ledger, ScopeIds};
 use crate::session::{
     Called, NewIds, Placed, Placement, SessionTurns, TurnError, TurnKey, KEPT_TURNS,
 };
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
@@ -227,12 +228,13 @@ impl EmbeddedTurns {
         }
         // The session is this state itself; a turn is counted only where the session keeps
         // it (an earlier turn it may still place, or the current one).
+        let mut digits = [0u8; 20];
         let turn = match placed.placement {
-            Placement::Current | Placement::Earlier => placed.turn.map(|n| n.to_string()),
+            Placement::Current | Placement::Earlier => placed.turn.map(|n| decimal(n, &mut digits)),
             Placement::Forgotten | Placement::Unknown => None,
         };
-        let scopes =
-            Scopes::principal(request.facts.principal.as_ref()).in_turn(Some(String::new()), turn);
+        let principal = request.facts.principal.as_ref();
+        let scopes = ScopeIds::in_turn(principal, Some(Cow::Borrowed("")), turn.map(Cow::Borrowed));
         let shared = policy
             .budgets()
             .any(|b| matches!(b.scope, BudgetScope::Principal | BudgetScope::Tenant))
@@ -387,6 +389,25 @@ impl EmbeddedTurns {
             .iter()
             .map(move |c| (c, c.turn.map(|t| current.saturating_sub(t))))
     }
+}
+
+/// `n` in decimal, written into `digits`.
+fn decimal(n: u64, digits: &mut [u8; 20]) -> &str {
+    let mut at = digits.len();
+    let mut rest = n;
+    while let Some(next) = at.checked_sub(1) {
+        at = next;
+        if let Some(d) = digits.get_mut(at) {
+            // `rest % 10` is a digit.
+            *d = b'0' + (rest % 10) as u8;
+        }
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written (a u64 has at most 20).
+    std::str::from_utf8(digits.get(at..).unwrap_or_default()).unwrap_or("-")
 }
 
 /// True when `batch` was judged by `policy`'s very revision.
@@ -719,5 +740,13 @@ mod tests {
         );
         let fine = json!({"facts": {"stage": "main"}, "calls": []}).to_string();
         assert!(EmbeddedTurns::request(&p, &fine).is_ok());
+    }
+
+    #[test]
+    fn a_turns_number_is_written_in_decimal() {
+        let mut digits = [0u8; 20];
+        for n in [0, 7, 10, 4096, u64::MAX] {
+            assert_eq!(decimal(n, &mut digits), n.to_string());
+        }
     }
 }
