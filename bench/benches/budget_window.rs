@@ -71,19 +71,33 @@ fn bench(c: &mut Criterion) {
     let mut budget_turns = EmbeddedTurns::default();
     group.bench_function("embedded_judge_4_calls_no_budget", |b| {
         b.iter(|| {
-            let r = plain_turns.judge(&plain, req.clone(), Some("t1"), None, Instant::now());
+            let r = plain_turns.judge(&plain, req.clone(), Some("t1"), None, Instant::now(), true);
             black_box(r.expect("judged"))
         })
     });
     group.bench_function("embedded_judge_4_calls_within_1h_per_session", |b| {
         b.iter(|| {
-            let r = budget_turns.judge(&budgeted, req.clone(), Some("t1"), None, Instant::now());
+            let r = budget_turns.judge(
+                &budgeted,
+                req.clone(),
+                Some("t1"),
+                None,
+                Instant::now(),
+                true,
+            );
             black_box(r.expect("judged"))
         })
     });
     group.finish();
     let last = budget_turns
-        .judge(&budgeted, req.clone(), Some("t1"), None, Instant::now())
+        .judge(
+            &budgeted,
+            req.clone(),
+            Some("t1"),
+            None,
+            Instant::now(),
+            true,
+        )
         .expect("judged");
     assert!(last.decisions.iter().all(|d| d.allow), "{last:?}");
 }

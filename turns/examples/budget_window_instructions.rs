@@ -32,7 +32,14 @@ fn run_measured(policy: &Policy, request: &mut Request, keeper: &str, iterations
         let response = if keeper == "engine" {
             Some(policy.decide(black_box(&*request)))
         } else if keeper == "embedded" {
-            let judged = turns.judge(policy, request.clone(), Some("t1"), None, Instant::now());
+            let judged = turns.judge(
+                policy,
+                request.clone(),
+                Some("t1"),
+                None,
+                Instant::now(),
+                true,
+            );
             judged.ok()
         } else {
             let scopes = Scopes::of(

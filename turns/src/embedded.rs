@@ -95,6 +95,10 @@ struct Batch {
     response: Response,
     /// Which calls' decisions `decision` has given: each is given once.
     served: Vec<bool>,
+    /// Whether what its allowed calls consumed was added to the budget counts (always, for
+    /// a policy with no budget over batches). An allowing verdict of a batch that was not
+    /// is never served: the call is judged again, and counted then.
+    counted: bool,
 }
 
 impl EmbeddedTurns {
@@ -149,13 +153,18 @@ impl EmbeddedTurns {
     ///
     /// A policy's budgets over batches are judged with the counts this session and this
     /// process keep (see the module docs; `now` is when the batch is judged, for windows),
-    /// and what the batch's allowed calls consumed is added to them. The executor's own
-    /// `facts.spent` is replaced.
+    /// and, when `spend`, what the batch's allowed calls consumed is added to them. A
+    /// judgement no call runs on (a framework's pre-scan of a message, or a preview of
+    /// whether a call asks) passes `spend: false`: the call that runs is judged again, and
+    /// counted then. The executor's own `facts.spent` is replaced.
     ///
     /// With `batch` (the framework's id of the model message) the verdicts are kept for
     /// [`EmbeddedTurns::decision`]; judging the same batch again (same id, turn, calls and
     /// policy revision, and no latch changed since) returns the kept response, and counts
-    /// nothing again.
+    /// nothing again (a batch kept by a judgement that did not spend is judged again by one
+    /// that does).
+    // One argument each for what a batch is judged with; the packages pass them through.
+    #[allow(clippy::too_many_arguments)]
     pub fn judge(
         &mut self,
         policy: &Policy,
@@ -163,11 +172,16 @@ impl EmbeddedTurns {
         turn: Option<&str>,
         batch: Option<String>,
         now: Instant,
+        spend: bool,
     ) -> Result<Response, TurnError> {
         let key = turn.map(TurnKey::of);
         if let Some(id) = batch.as_deref() {
             let kept = self.batches.iter().find(|b| {
-                b.id == id && b.turn == key && b.calls == request.calls && same_policy(b, policy)
+                b.id == id
+                    && b.turn == key
+                    && b.calls == request.calls
+                    && same_policy(b, policy)
+                    && (b.counted || !spend)
             });
             if let Some(b) = kept {
                 return Ok(b.response.clone());
@@ -187,7 +201,8 @@ impl EmbeddedTurns {
         if facts.prompt.is_none() {
             facts.prompt = self.turns.prompt_fact(&placed);
         }
-        let response = self.decide(policy, &mut request, &placed, now);
+        let counted = spend || !policy.keeps_counts();
+        let response = self.decide(policy, &mut request, &placed, now, spend);
         for (call, d) in request.calls.iter().zip(&response.decisions) {
             if d.allow {
                 self.turns
@@ -208,20 +223,22 @@ impl EmbeddedTurns {
                 served: vec![false; request.calls.len()],
                 calls: request.calls,
                 response: response.clone(),
+                counted,
             });
         }
         Ok(response)
     }
 
     /// Decides `request`, placed at `placed`, with the counts of `policy`'s budgets over
-    /// batches and adds what it consumed (under the process book's lock when a budget is a
-    /// principal's or a tenant's).
+    /// batches and, when `spend`, adds what it consumed (under the process book's lock when
+    /// a budget is a principal's or a tenant's).
     fn decide(
         &mut self,
         policy: &Policy,
         request: &mut Request,
         placed: &Placed,
         now: Instant,
+        spend: bool,
     ) -> Response {
         if !policy.keeps_counts() {
             return policy.decide(request);
@@ -252,7 +269,7 @@ impl EmbeddedTurns {
                 request.facts.spent = given.map(|g| g.into_iter().collect());
                 policy.decide(request)
             },
-            |r| Some(r),
+            |r| spend.then_some(r),
         );
         drop(ledgers);
         // A turn the session can no longer place is never counted again.
@@ -291,7 +308,8 @@ impl EmbeddedTurns {
     /// judged last) for call `call_id` of `tool` with `args`, or `None`: judge the call
     /// alone. Given only for the very call it was judged as (same batch and turn, call id,
     /// tool, arguments and policy revision), only once, and never after a judgement changed
-    /// a latch of the session.
+    /// a latch of the session; an allowing one only when its judgement spent budget counts
+    /// (or the policy has none over batches).
     pub fn decision(
         &mut self,
         policy: &Policy,
@@ -312,6 +330,11 @@ impl EmbeddedTurns {
         let i = b.calls.iter().position(|c| c.id == call_id)?;
         let call = b.calls.get(i)?;
         if call.tool != tool || call.args != *args {
+            return None;
+        }
+        // An allowing verdict of a judgement that counted nothing: the call that runs is
+        // judged (and counted) on its own.
+        if !b.counted && b.response.decisions.get(i).is_none_or(|d| d.allow) {
             return None;
         }
         let served = b.served.get_mut(i)?;
@@ -479,7 +502,7 @@ mod tests {
         batch_id: Option<&str>,
     ) -> Response {
         let id = batch_id.map(str::to_owned);
-        s.judge(p, batch(tools), Some("t1"), id, Instant::now())
+        s.judge(p, batch(tools), Some("t1"), id, Instant::now(), true)
             .unwrap()
     }
 
@@ -565,7 +588,8 @@ mod tests {
         (sub, turn, now): (Option<&str>, Option<&str>, Instant),
         calls: &[(&str, Value)],
     ) -> Response {
-        s.judge(p, shop_batch(sub, calls), turn, None, now).unwrap()
+        s.judge(p, shop_batch(sub, calls), turn, None, now, true)
+            .unwrap()
     }
 
     fn refund(amount: Value) -> (&'static str, Value) {
@@ -691,6 +715,7 @@ mod tests {
                     Some("t1"),
                     Some("m1".into()),
                     now,
+                    true,
                 )
                 .unwrap();
             assert_eq!(allowed(&r), [true, true], "the kept response, counted once");
@@ -748,5 +773,69 @@ mod tests {
         for n in [0, 7, 10, 4096, u64::MAX] {
             assert_eq!(decimal(n, &mut digits), n.to_string());
         }
+    }
+
+    #[test]
+    fn a_judgement_no_call_runs_on_counts_nothing_and_its_allows_are_never_served() {
+        let p = shop();
+        let mut s = session(book());
+        let now = Instant::now();
+        let two = || shop_batch(Some("eve"), &[refund(json!(60)), ("fetch", json!({}))]);
+        let args = json!({"amount": 60});
+        // A pre-scan of a message: judged with the counts, adding nothing.
+        for _ in 0..3 {
+            let r = s
+                .judge(&p, two(), None, Some("m1".into()), now, false)
+                .unwrap();
+            assert_eq!(allowed(&r), [true, true]);
+        }
+        // Its allow is not served: the call that runs is judged, and counted, on its own.
+        assert!(s
+            .decision(&p, "c0", "refund", &args, None, Some("m1"))
+            .is_none());
+        let r = run(&mut s, &p, (Some("eve"), None, now), &[refund(json!(60))]);
+        assert_eq!(allowed(&r), [true], "the pre-scans spent nothing");
+        let r = run(&mut s, &p, (Some("eve"), None, now), &[refund(json!(60))]);
+        assert_eq!(
+            allowed(&r),
+            [false],
+            "the judgement that ran spent 60 of 100"
+        );
+        // A spending judgement of a batch kept by a pre-scan judges it again, and counts.
+        let r = s
+            .judge(&p, two(), None, Some("m2".into()), now, false)
+            .unwrap();
+        assert_eq!(allowed(&r), [false, true]);
+        let refunds = || shop_batch(Some("eve"), &[refund(json!(40))]);
+        s.judge(&p, refunds(), None, Some("m3".into()), now, false)
+            .unwrap();
+        let r = s
+            .judge(&p, refunds(), None, Some("m3".into()), now, true)
+            .unwrap();
+        assert_eq!(allowed(&r), [true]);
+        let kept = s.decision(&p, "c0", "refund", &json!({"amount": 40}), None, Some("m3"));
+        assert!(kept.unwrap().allow, "a counted allow is served");
+        let r = run(&mut s, &p, (Some("eve"), None, now), &[refund(json!(1))]);
+        assert_eq!(allowed(&r), [false], "100 of 100 spent");
+    }
+
+    #[test]
+    fn a_pre_scans_denial_is_still_served() {
+        let p = shop();
+        let mut s = session(book());
+        let batch = shop_batch(None, &[("send", json!({})), ("fetch", json!({}))]);
+        let r = s
+            .judge(
+                &p,
+                batch,
+                Some("t1"),
+                Some("m1".into()),
+                Instant::now(),
+                false,
+            )
+            .unwrap();
+        assert_eq!(allowed(&r), [false, true], "the latch pre-scan");
+        let kept = s.decision(&p, "c0", "send", &json!({}), Some("t1"), Some("m1"));
+        assert_eq!(kept.unwrap().kind, Some(toolgate_engine::DenyKind::Latch));
     }
 }

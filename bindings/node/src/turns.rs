@@ -114,7 +114,9 @@ impl TurnState {
     /// `per session` in this session, `per principal` and `per tenant` (by
     /// `facts.principal`'s `sub` and `tenant`) in a book every `TurnState` of the process
     /// shares; what the batch's allowed calls consumed (the response's `spent`) is added in
-    /// the same call. Counts are per process and start from zero when it starts.
+    /// the same call. Counts are per process and start from zero when it starts. `spend`
+    /// false is for a judgement no call runs on (a pre-scan, a preview): judged with the
+    /// counts, it adds nothing, and its allowing verdicts are not kept for `decisionText`.
     ///
     /// With `batch` (the framework's id of the model message), the verdicts are kept for
     /// `decisionText`; judging the same batch again (same id, turn, calls and policy
@@ -132,8 +134,10 @@ impl TurnState {
         request: String,
         turn: Option<String>,
         batch: Option<String>,
+        spend: Option<bool>,
     ) -> Result<String, Error<String>> {
         let policy = &policy.inner;
+        let spend = spend.unwrap_or(true);
         let judged = EmbeddedTurns::request(policy, &request)
             .map_err(Failure::Request)
             .and_then(|request| {
@@ -143,7 +147,14 @@ impl TurnState {
                 // a panic poisoned.
                 catch_unwind(AssertUnwindSafe(|| {
                     self.inner
-                        .judge(policy, request, turn.as_deref(), batch, Instant::now())
+                        .judge(
+                            policy,
+                            request,
+                            turn.as_deref(),
+                            batch,
+                            Instant::now(),
+                            spend,
+                        )
                         .map_err(Failure::Turn)
                 }))
                 .unwrap_or(Err(Failure::Panic))

@@ -133,3 +133,14 @@ test('worker threads of one process share a principal\'s count and never exceed 
   })));
   assert.equal(ran.reduce((a, b) => a + b, 0), 3, `${ran}`);
 });
+
+test('a judgement no call runs on counts nothing', () => {
+  const state = new TurnState();
+  const refund = batch([['refund', { amount: 60 }]]);
+  for (let i = 0; i < 3; i++) {
+    assert.deepEqual(allowed(state.judge(shop, refund, undefined, 'm1', { spend: false })), [true]);
+  }
+  assert.equal(state.decision(shop, 'c0', 'refund', { amount: 60 }, undefined, 'm1'), null);
+  assert.deepEqual(allowed(state.judge(shop, refund)), [true]);
+  assert.deepEqual(allowed(state.judge(shop, refund)), [false]);
+});

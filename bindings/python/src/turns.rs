@@ -116,7 +116,10 @@ impl PyTurnState {
     /// `facts.principal`'s `sub` and `tenant`) in a book every `TurnState` of the process
     /// shares. What the batch's allowed calls consumed (the response's `spent`) is added
     /// under the same lock, so concurrent batches never spend one remainder twice. Counts
-    /// are per process and start from zero when it starts.
+    /// are per process and start from zero when it starts. `spend=False` is for a judgement
+    /// no call runs on (a pre-scan, a preview): judged with the counts, it adds nothing, and
+    /// its allowing verdicts are not kept for `decision` (the call that runs is judged, and
+    /// counted, then).
     ///
     /// With `batch` (the framework's id of the model message), the verdicts are kept for
     /// `decision`; judging the same batch again (same id, turn, calls and policy revision,
@@ -127,7 +130,9 @@ impl PyTurnState {
     /// `facts.spent` (the state is unchanged) and
     /// `TurnError` for a turn that cannot be judged (a policy that no longer declares a
     /// latch set in it, too many turns or ids).
-    #[pyo3(signature = (policy, request, turn = None, batch = None))]
+    #[pyo3(signature = (policy, request, turn = None, batch = None, *, spend = true))]
+    // The Python method's arguments, one each; `spend` is a keyword there.
+    #[allow(clippy::too_many_arguments)]
     fn judge<'py>(
         &self,
         py: Python<'py>,
@@ -135,6 +140,7 @@ impl PyTurnState {
         request: &Bound<'py, PyAny>,
         turn: Option<String>,
         batch: Option<String>,
+        spend: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let policy = policy_of(policy)?;
         let text = input::read(py, request)?;
@@ -145,7 +151,7 @@ impl PyTurnState {
             // Read under the session's lock, so its batches are stamped in the order judged.
             let now = Instant::now();
             state
-                .judge(&policy, request, turn.as_deref(), batch, now)
+                .judge(&policy, request, turn.as_deref(), batch, now, spend)
                 .map_err(Failure::Turn)
         };
         let judged = if text.len() > DETACH_TEXT_BYTES {

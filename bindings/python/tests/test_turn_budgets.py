@@ -153,3 +153,23 @@ def test_a_request_cannot_bring_its_own_counts(shop):
     with pytest.raises(toolgate.RequestError) as e:
         toolgate.TurnState().judge(shop, request)
     assert e.value.field == "facts.spent"
+
+
+def test_a_judgement_no_call_runs_on_counts_nothing(shop):
+    state = toolgate.TurnState()
+    refund = batch(("refund", {"amount": 60}))
+    for _ in range(3):
+        assert allowed(state.judge(shop, refund, batch="m1", spend=False)) == [True]
+    assert state.decision(shop, "c0", "refund", {"amount": 60}, batch="m1") is None, "an uncounted allow is never served"
+    assert allowed(state.judge(shop, refund)) == [True], "the previews spent nothing"
+    assert allowed(state.judge(shop, refund)) == [False]
+
+
+def test_a_preview_then_the_judgement_that_runs_counts_once(shop):
+    from toolgate.adapters.turn import Turn
+
+    turn = Turn(shop, {"stage": "main"})
+    refund = {"amount": 60}
+    assert turn.preview("refund", refund)["allow"] and turn.preview("refund", refund)["allow"]
+    assert turn.judge_one("refund", refund)["allow"]
+    assert not turn.judge_one("refund", refund)["allow"], "60 of 100 spent, once"
