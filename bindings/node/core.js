@@ -130,6 +130,8 @@ function checkPolicy(policy) {
 // first (so a wrong argument reads as what it is) and the turn and batch ids as text.
 const State = native.TurnState.prototype;
 const idText = (id) => (id === undefined || id === null ? undefined : String(id));
+// `{ spend: false }` only when said so: any other options count the judgement's consumption.
+const spendOf = (options) => !(options && typeof options === 'object' && options.spend === false);
 const own = {
   signal: State.signal,
   judgeText: State.judgeText,
@@ -143,11 +145,11 @@ const own = {
 define(State, 'signal', function (policy, id) {
   call(this, own.signal, [checkPolicy(policy), idText(id)]);
 });
-define(State, 'judgeText', function (policy, request, turn, batch) {
-  return call(this, own.judgeText, [checkPolicy(policy), asText(request), idText(turn), idText(batch)]);
+define(State, 'judgeText', function (policy, request, turn, batch, options) {
+  return call(this, own.judgeText, [checkPolicy(policy), asText(request), idText(turn), idText(batch), spendOf(options)]);
 });
-define(State, 'judge', function (policy, request, turn, batch) {
-  return JSON.parse(this.judgeText(policy, request, turn, batch));
+define(State, 'judge', function (policy, request, turn, batch, options) {
+  return JSON.parse(this.judgeText(policy, request, turn, batch, options));
 });
 define(State, 'decision', function (policy, callId, tool, args, turn, batch) {
   checkPolicy(policy);

@@ -144,13 +144,20 @@ export declare class TurnState {
    * Judges a batch as a call of turn `turn` (default: the request's `turn`, else the current
    * turn), with the turn's latches ORed into `facts.latched` and the session's recorded calls
    * after `facts.called`, and records the latches the judgement set. With `batch` (the id of
-   * the model message) the verdicts are kept for `decision`. Throws RequestError for a
-   * request that cannot be read (the state is unchanged), TurnError for a turn that cannot
-   * be judged.
+   * the model message) the verdicts are kept for `decision` (judged again, the kept response
+   * is answered, and counted once). A budget over batches is judged with the counts the turn
+   * state keeps: `per turn` and `per session` in this session, `per principal` and
+   * `per tenant` (by `facts.principal`'s `sub` and `tenant`) in a book every TurnState of the
+   * process shares; the response's `spent` is added to them. Counts are per process and
+   * start from zero when it starts. `{ spend: false }` is for a judgement no call runs on (a
+   * pre-scan, a preview): judged with the counts, it adds nothing, and its allowing verdicts
+   * are not kept for `decision`. Throws RequestError for a request that cannot be read, or
+   * that brings its own `facts.spent` (the state is unchanged), TurnError for a turn that
+   * cannot be judged.
    */
-  judge(policy: Policy, request: DecideRequest | string, turn?: string, batch?: string): Response;
+  judge(policy: Policy, request: DecideRequest | string, turn?: string, batch?: string, options?: { spend?: boolean }): Response;
   /** `judge`, answering the response as JSON text. */
-  judgeText(policy: Policy, request: DecideRequest | string, turn?: string, batch?: string): string;
+  judgeText(policy: Policy, request: DecideRequest | string, turn?: string, batch?: string, options?: { spend?: boolean }): string;
   /**
    * The decision the batch `batch` (default: the one judged last) kept for this very call
    * (same turn, call id, tool, arguments, read strictly from text, and policy revision), once,
@@ -229,7 +236,8 @@ export declare class Turn {
   /**
    * Judges the calls together and records their latches; `batch` keeps the verdicts. The
    * live approvals go in `facts.approvals`; one a decision allowed a call with is used up,
-   * unless `spend` is false (a judgement no call runs on; the call that runs is judged again).
+   * and what the allowed calls consume is added to the budget counts, unless `spend` is
+   * false (a judgement no call runs on; the call that runs is judged again, and counted).
    */
   decide(calls: Call[], options?: { batch?: string; spend?: boolean }): Decision[];
   /**

@@ -15,12 +15,16 @@
 //! - [`StateDir`] (`file.rs`): [`SessionTurns`] in files, for `toolgate hook`.
 //! - [`EmbeddedTurns`] (`embedded.rs`): [`SessionTurns`] with the batch judgement and the
 //!   per-message verdict cache an in-process executor needs (the Python and Node packages).
+//! - [`budgets`]: the counts of budgets over batches, and the [`Book`] that keeps them in one
+//!   process: the server's, and the in-process turn states' `per principal` and `per tenant`
+//!   counts.
 //! - [`codec`]: the one serialized form of [`SessionTurns`], for the files and the server's
 //!   shared store.
 //!
 //! None of them ever reads a clock (callers pass `now`) or loses a latch in the allowing
 //! direction: a full store refuses, unreadable state is every latch set.
 
+pub mod budgets;
 pub mod codec;
 mod embedded;
 mod file;
@@ -29,6 +33,7 @@ pub mod outputs;
 pub mod session;
 mod store;
 
+pub use budgets::Book;
 pub use embedded::{EmbeddedTurns, MAX_BATCHES};
 pub use file::{Locked, StateDir, StateError, MAX_STATE_BYTES};
 pub use memory::{MapError, TurnsMap, TurnsMapLimits};

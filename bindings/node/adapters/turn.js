@@ -241,13 +241,14 @@ class Turn {
    * Returns the decisions in call order. With `options.batch` (the framework's id of the
    * model message) the verdicts are kept for `batchDecision`; the same message judged again
    * while they stand is not judged twice. The live approvals go in `facts.approvals`; each
-   * one a decision allowed a call with is used up, unless `options.spend` is false (a
-   * judgement no call is run on, such as a pre-scan: the call that runs is judged again).
+   * one a decision allowed a call with is used up, and what the allowed calls consume is
+   * added to the budget counts, unless `options.spend` is false (a judgement no call is run
+   * on, such as a pre-scan: the call that runs is judged again, and counted then).
    * Throws RequestError for calls that cannot be judged, TurnError for a turn that cannot be.
    */
   decide(calls, options = {}) {
     const { batch, spend = true } = options || {};
-    const { decisions } = this.#judge(calls, batch);
+    const { decisions } = this.#judge(calls, batch, spend !== false);
     if (spend !== false) {
       for (const d of decisions) if (d.allow && typeof d.approval === 'string') this.#approvals.delete(d.approval);
     }
@@ -287,13 +288,13 @@ class Turn {
     }
   }
 
-  #judge(calls, batch) {
+  #judge(calls, batch, spend = true) {
     const facts = { ...this.#facts, called: this.#carried };
     const approvals = this.#live();
     if (approvals.length > 0) facts.approvals = approvals;
     // The turn's id in the request binds every ask's digest to this turn.
     const request = { facts, calls, turn: this.#id };
-    return this.#state.judge(this.#policy, request, this.#id, batch);
+    return this.#state.judge(this.#policy, request, this.#id, batch, { spend });
   }
 }
 

@@ -20,6 +20,10 @@
 //!   tool, arguments and policy revision), and only once; every cached verdict is dropped as
 //!   soon as a judgement changes any latch of the session, so a verdict judged before a latch
 //!   is never served after it.
+//! - **Budget counts over batches**: `per turn` and `per session` counts in the session,
+//!   `per principal` and `per tenant` counts shared by every `TurnState` of the process
+//!   (worker threads included: `toolgate_turns::Book::process`, behind its own lock); they
+//!   live as long as the process, and start from zero when it starts.
 //!
 //! Requests, verdicts and reads cross as JSON text, as for `Policy` (see the crate docs);
 //! `index.js` gives the object forms (`judge`, `decision`, `latches`, ...).
@@ -29,7 +33,8 @@ use napi::{Error, Status};
 use napi_derive::napi;
 use serde::Serialize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use toolgate_engine::{Request, RequestError};
+use std::time::Instant;
+use toolgate_engine::RequestError;
 use toolgate_turns::{EmbeddedTurns, TurnError};
 
 /// The error code prefix the JavaScript wrapper recognises as a turn error; the kind
@@ -105,12 +110,21 @@ impl TurnState {
     /// `facts.called`; the fact stays absent only when neither has any), and records the
     /// latches the judgement set into the turn.
     ///
+    /// A budget over batches is judged with the counts the turn state keeps: `per turn` and
+    /// `per session` in this session, `per principal` and `per tenant` (by
+    /// `facts.principal`'s `sub` and `tenant`) in a book every `TurnState` of the process
+    /// shares; what the batch's allowed calls consumed (the response's `spent`) is added in
+    /// the same call. Counts are per process and start from zero when it starts. `spend`
+    /// false is for a judgement no call runs on (a pre-scan, a preview): judged with the
+    /// counts, it adds nothing, and its allowing verdicts are not kept for `decisionText`.
+    ///
     /// With `batch` (the framework's id of the model message), the verdicts are kept for
     /// `decisionText`; judging the same batch again (same id, turn, calls and policy
     /// revision, and no latch changed since) answers the kept response without judging it
-    /// twice.
+    /// (or counting it) twice.
     ///
-    /// Throws a request error for a request that cannot be read (the state is unchanged) and
+    /// Throws a request error for a request that cannot be read or that brings its own
+    /// `facts.spent` (the state is unchanged) and
     /// a turn error for a turn that cannot be judged (a policy that no longer declares a
     /// latch set in it, too many turns or ids).
     #[napi(js_name = "judgeText")]
@@ -120,10 +134,11 @@ impl TurnState {
         request: String,
         turn: Option<String>,
         batch: Option<String>,
+        spend: Option<bool>,
     ) -> Result<String, Error<String>> {
         let policy = &policy.inner;
-        let judged = Request::from_json(&request)
-            .and_then(|r| policy.check_request(&r).map(|()| r))
+        let spend = spend.unwrap_or(true);
+        let judged = EmbeddedTurns::request(policy, &request)
             .map_err(Failure::Request)
             .and_then(|request| {
                 let turn = turn.or_else(|| request.turn.clone());
@@ -132,7 +147,14 @@ impl TurnState {
                 // a panic poisoned.
                 catch_unwind(AssertUnwindSafe(|| {
                     self.inner
-                        .judge(policy, request, turn.as_deref(), batch)
+                        .judge(
+                            policy,
+                            request,
+                            turn.as_deref(),
+                            batch,
+                            Instant::now(),
+                            spend,
+                        )
                         .map_err(Failure::Turn)
                 }))
                 .unwrap_or(Err(Failure::Panic))

@@ -214,3 +214,20 @@ test('streamText: the middleware holds the step\'s calls and judges them togethe
   assert.equal(errors[0].toolName, 'grade_attempt');
   assert.match(String(errors[0].error.message), /Blocked by design/);
 });
+
+// The step's pre-scan and `needsApproval` judge without counting: each call is counted once,
+// by the judgement it runs on.
+test('a budget over batches lets the first lookups run and refuses the one over it', async () => {
+  const { compile } = require('..');
+  const source = require('node:fs').readFileSync(example('coach').path, 'utf8');
+  const budgeted = compile(`${source}\nbudget lookups for lookup_lesson { count <= 2 per session }\n`, 'coach.gate');
+  const turn = new Turn(budgeted, { stage: 'coach' });
+  const ran = [];
+  const base = scriptedModel([[['lookup_lesson', { id: 'l1' }]], [['lookup_lesson', { id: 'l2' }], ['lookup_lesson', { id: 'l3' }]], 'ok']);
+  const model = wrapLanguageModel({ model: base, middleware: toolgateMiddleware(turn) });
+  await generateText({ model, tools: guardTools(turn, coachTools(ran)), prompt: 'help me', stopWhen: stepCountIs(5) });
+  assert.deepEqual(ran, ['lookup_lesson', 'lookup_lesson']);
+  const refused = Object.values(shownToModel(base)).filter((o) => o.type === 'error-text');
+  assert.equal(refused.length, 1);
+  assert.match(refused[0].value, /0 of 2 left per session/);
+});

@@ -21,6 +21,10 @@
 //!   arguments and policy revision), and only once; every cached verdict is dropped as soon
 //!   as a judgement changes any latch of the session, so a verdict judged before a latch is
 //!   never served after it.
+//! - **Budget counts over batches**: `per turn` and `per session` counts in the session,
+//!   `per principal` and `per tenant` counts shared by every `TurnState` of the process
+//!   (`toolgate_turns::Book::process`), consumed under the same lock as the judgement; they
+//!   live as long as the process, and start from zero when it starts.
 
 use crate::errors::{request_error, turn_error};
 use crate::from_python;
@@ -34,6 +38,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 use toolgate_engine::{Policy, RequestError, Response};
 use toolgate_turns::{EmbeddedTurns, TurnError};
 
@@ -106,14 +111,28 @@ impl PyTurnState {
     /// and records the latches the judgement set into the turn. Returns the response
     /// (`decide`'s shape).
     ///
+    /// A budget over batches is judged with the counts the turn state keeps: `per turn` and
+    /// `per session` in this session, `per principal` and `per tenant` (by
+    /// `facts.principal`'s `sub` and `tenant`) in a book every `TurnState` of the process
+    /// shares. What the batch's allowed calls consumed (the response's `spent`) is added
+    /// under the same lock, so concurrent batches never spend one remainder twice. Counts
+    /// are per process and start from zero when it starts. `spend=False` is for a judgement
+    /// no call runs on (a pre-scan, a preview): judged with the counts, it adds nothing, and
+    /// its allowing verdicts are not kept for `decision` (the call that runs is judged, and
+    /// counted, then).
+    ///
     /// With `batch` (the framework's id of the model message), the verdicts are kept for
     /// `decision`; judging the same batch again (same id, turn, calls and policy revision,
-    /// and no latch changed since) returns the kept response without judging it twice.
+    /// and no latch changed since) returns the kept response without judging it twice (nor
+    /// counting it twice).
     ///
-    /// Raises `RequestError` for a request that cannot be read (the state is unchanged) and
+    /// Raises `RequestError` for a request that cannot be read or that brings its own
+    /// `facts.spent` (the state is unchanged) and
     /// `TurnError` for a turn that cannot be judged (a policy that no longer declares a
     /// latch set in it, too many turns or ids).
-    #[pyo3(signature = (policy, request, turn = None, batch = None))]
+    #[pyo3(signature = (policy, request, turn = None, batch = None, *, spend = true))]
+    // The Python method's arguments, one each; `spend` is a keyword there.
+    #[allow(clippy::too_many_arguments)]
     fn judge<'py>(
         &self,
         py: Python<'py>,
@@ -121,14 +140,18 @@ impl PyTurnState {
         request: &Bound<'py, PyAny>,
         turn: Option<String>,
         batch: Option<String>,
+        spend: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let policy = policy_of(policy)?;
         let text = input::read(py, request)?;
         let work = || -> Result<Response, Failure> {
-            let request = input::request(&policy, &text).map_err(Failure::Request)?;
+            let request = EmbeddedTurns::request(&policy, &text).map_err(Failure::Request)?;
             let turn = turn.or_else(|| request.turn.clone());
-            self.lock()
-                .judge(&policy, request, turn.as_deref(), batch)
+            let mut state = self.lock();
+            // Read under the session's lock, so its batches are stamped in the order judged.
+            let now = Instant::now();
+            state
+                .judge(&policy, request, turn.as_deref(), batch, now, spend)
                 .map_err(Failure::Turn)
         };
         let judged = if text.len() > DETACH_TEXT_BYTES {

@@ -8,7 +8,7 @@ from agents import Agent, ModelResponse, Runner, Usage, function_tool, set_traci
 from agents.models.interface import Model
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
-from conftest import Executed, shop_tools
+from conftest import AGENT_GATE, Executed, shop_tools
 from toolgate.adapters.openai_agents import OpenAIAgentsGate
 
 set_tracing_disabled(True)
@@ -155,3 +155,19 @@ def test_outputs_are_recorded_so_blocks_tainted_refuses_only_the_injected_recipi
     asyncio.run(Runner.run(agent, "go"))
     assert sent == ["boss@ours.example"]
     assert "untrusted" in outputs(model.seen[2])["c3"]
+
+
+def test_a_budget_over_batches_allows_the_first_refunds_and_denies_the_one_over_it():
+    import toolgate
+
+    budgeted = toolgate.compile(f"{AGENT_GATE}budget refunds for refund {{ count <= 2 per session }}\n", "agent.gate")
+    script = [
+        [fn_call("c1", "refund", {"amount": 5})],
+        [fn_call("c2", "refund", {"amount": 6}), fn_call("c3", "refund", {"amount": 7})],
+        [say("done")],
+    ]
+    ran, model, _ = run(budgeted, script)
+    # The second response's two calls may be judged in either order: one runs, one is denied.
+    assert ran.calls[0] == ("refund", 5) and len(ran.calls) == 2, ran.calls
+    denied = [out for call_id, out in outputs(model.seen[2]).items() if "left per session" in out]
+    assert len(denied) == 1 and "0 of 2 left per session" in denied[0], outputs(model.seen[2])

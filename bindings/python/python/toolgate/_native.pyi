@@ -92,11 +92,21 @@ class TurnState:
     def signal(self, policy: Source, id: Optional[str] = None) -> None:
         """A new user message (turn ``id``, if it has one); a known id changes nothing.
         Raises ``TurnError`` when the session holds the most latched turns it may."""
-    def judge(self, policy: Source, request: Request, turn: Optional[str] = None, batch: Optional[str] = None) -> Response:
+    def judge(self, policy: Source, request: Request, turn: Optional[str] = None, batch: Optional[str] = None, *, spend: bool = True) -> Response:
         """Judges the batch as a call of ``turn`` (default: the request's ``turn``, else the
         current turn) with the turn's latches and the session's recorded calls merged into
         the executor's facts, and records the latches it set; ``decide``'s response.
-        ``batch`` keeps the verdicts for ``decision``. Raises ``RequestError`` or ``TurnError``."""
+        ``batch`` keeps the verdicts for ``decision`` (judged again, the kept response is
+        returned, and counted once). A budget over batches is judged with the counts the turn
+        state keeps: ``per turn`` and ``per session`` in this session, ``per principal`` and
+        ``per tenant`` (by ``facts.principal``'s ``sub`` and ``tenant``) in a book every
+        ``TurnState`` of the process shares; the response's ``spent`` is added to them under
+        the same lock. Counts are per process and start from zero when it starts.
+        ``spend=False`` is for a judgement no call runs on (a pre-scan, a preview): judged
+        with the counts, it adds nothing, and its allowing verdicts are not kept for
+        ``decision``. Raises
+        ``RequestError`` (also for a request that brings its own ``facts.spent``) or
+        ``TurnError``."""
     def decision(
         self, policy: Source, call_id: str, tool: str, args: Union[Mapping[str, Any], str, bytes], turn: Optional[str] = None, batch: Optional[str] = None
     ) -> Optional[Decision]:

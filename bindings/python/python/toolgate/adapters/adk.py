@@ -149,6 +149,9 @@ class AdkGate(Gate):
         """The re-run of a call after the person answered ADK's confirmation request."""
         decision = turn.preview(tool.name, args, call_id)
         if decision.get("kind") != "ask":
+            if decision["allow"]:
+                # The call runs: judged for that, so it uses its approval and is counted.
+                decision = turn.judge_one(tool.name, args, call_id)
             return None if decision["allow"] else _denial(decision)
         if not getattr(confirmation, "confirmed", False):
             return _denial(turn.reject(decision["approval"]))

@@ -394,7 +394,9 @@ class Turn:
                 live = self._live()
                 if live:
                     facts["approvals"] = live
-                response = self._state.judge(_policy(self._source), build(facts), self._id, batch)
+                # A judgement no call runs on (`consume` false: a preview) adds nothing to the
+                # budget counts either; the call that runs is judged, and counted, again.
+                response = self._state.judge(_policy(self._source), build(facts), self._id, batch, spend=consume)
             except Exception as e:  # noqa: BLE001 - any failure denies, with its reason
                 return [unjudged(call_id, tool, str(e)) for call_id, tool in who]
             return self._settle(cast(List[Dict[str, Any]], response["decisions"]), consume)
@@ -417,9 +419,10 @@ class Turn:
 
     def preview(self, tool: str, args: Any, call_id: Optional[str] = None) -> Dict[str, Any]:
         """The decision ``judge_one`` would give this call now, without using up an
-        approval: a call the live approvals allow shows as allowed, and the approval stays
-        for the judgement that runs it. For a framework that asks whether a call needs a
-        person before it asks whether the call may run. It is a judgement all the same (a
+        approval or adding to a budget's count: a call the live approvals allow shows as
+        allowed, and the approval stays for the judgement that runs it. For a framework that
+        asks whether a call needs a person before it asks whether the call may run; never
+        run a call on it (judge it with ``judge_one``). It is a judgement all the same (a
         latch the call sets is set)."""
         return self._one(tool, args, call_id, consume=False)
 
