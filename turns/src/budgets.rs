@@ -369,6 +369,14 @@ pub struct ScopeIds<'a> {
     tenant: Option<String>,
 }
 
+impl ScopeIds<'_> {
+    /// The request's session, if it names one (a shared store keys session and turn counts
+    /// under it).
+    pub fn session(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
+}
+
 impl Scopes {
     /// The scopes of a request with these ids and principal (`facts.principal`), or `None`
     /// when `policy` has no budget over batches (nothing is copied then).

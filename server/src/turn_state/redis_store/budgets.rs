@@ -345,7 +345,7 @@ impl RedisStore {
             .map(|c| {
                 let name = c.budget.name;
                 let scope = &c.scope;
-                let key = match (&self.conn, c.budget.scope, scopes.session.as_deref()) {
+                let key = match (&self.conn, c.budget.scope, scopes.session()) {
                     (StoreConnection::Single(_), ..) => {
                         format!("{prefix}:b:{module}:{name}:{scope}")
                     }
