@@ -110,12 +110,6 @@ impl TurnOutputs {
             + self.prompt.as_ref().map_or(0, String::len)
     }
 
-    /// Drops what is held and marks the outputs incomplete: every check that reads them then
-    /// denies for the rest of the turn.
-    pub(crate) fn lose(&mut self) {
-        *self = TurnOutputs::lost(self.turn);
-    }
-
     /// Whether nothing was recorded or expected since the turn started.
     pub(crate) fn is_fresh(&self) -> bool {
         self.items.is_empty() && self.awaiting.is_empty() && self.whole && self.prompt.is_none()

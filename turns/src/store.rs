@@ -284,6 +284,10 @@ struct Entry {
     /// The outputs of the newest of `recent` (its last); `None` while it has none (boxed,
     /// so a session without outputs costs a pointer).
     outputs: Option<Box<crate::outputs::TurnOutputs>>,
+    /// The newest turn's outputs are not all here (dropped past the bound, or the turn came
+    /// back from expiry): no batch of it gets any. Costs no allocation, so marking them lost
+    /// never takes the store past its bound.
+    outputs_lost: bool,
     /// Hashes of latched turns whose exact state is no longer held.
     latched_old: Vec<u64>,
     last_seen: Instant,
@@ -300,7 +304,13 @@ impl Entry {
 
     /// Whether the newest turn has recorded or awaited nothing, and lost nothing.
     fn outputs_fresh(&self) -> bool {
-        self.outputs.as_ref().is_none_or(|o| o.is_fresh())
+        !self.outputs_lost && self.outputs.as_ref().is_none_or(|o| o.is_fresh())
+    }
+
+    /// Sets the newest turn's outputs: none yet (`lost` false), or not all here.
+    fn reset_outputs(&mut self, lost: bool) {
+        self.outputs = None;
+        self.outputs_lost = lost;
     }
 
     /// The newest turn's outputs, to change.
@@ -334,7 +344,7 @@ impl Entry {
                 self.latched_old.push(hash(&t.id));
             }
         }
-        self.outputs = None;
+        self.reset_outputs(false);
     }
 
     /// Whether `turn` is the session's newest held turn.
@@ -421,6 +431,7 @@ impl SessionStore {
             latched_old: Vec::new(),
             last_seen: now,
             outputs: None,
+            outputs_lost: false,
         };
         let size = entry.bytes(&key);
         self.reserve(size)?;
@@ -507,7 +518,8 @@ impl SessionStore {
                     latched_old: Vec::new(),
                     last_seen: now,
                     // What the turn had is gone with the session.
-                    outputs: Some(Box::new(crate::outputs::TurnOutputs::lost(0))),
+                    outputs: None,
+                    outputs_lost: true,
                 };
                 self.entries.fetch_add(1, Relaxed);
                 self.account((0, false), (entry.bytes(v.key()), true));
@@ -538,6 +550,7 @@ impl SessionStore {
             None if self.idle(&e, now) && !e.outputs_fresh() => None,
             None => fresh(),
             Some(_) if self.idle(&e, now) || !e.is_newest(turn) => None,
+            Some(_) if e.outputs_lost => None,
             Some(_) => match &e.outputs {
                 None => fresh(),
                 Some(o) => o.fact(),
@@ -610,7 +623,7 @@ impl SessionStore {
         let Some(mut e) = self.map.get_mut(&key) else {
             return false;
         };
-        if self.idle(&e, now) || !e.is_newest(turn) {
+        if self.idle(&e, now) || !e.is_newest(turn) || e.outputs_lost {
             return false;
         }
         let before = (e.bytes(&key), e.holds_latch());
@@ -619,7 +632,7 @@ impl SessionStore {
         // Outputs may fill at most half the store, so latch state always has room.
         let kept = self.bytes().saturating_add(grown) <= self.limits.max_bytes / 2;
         if !kept {
-            e.outputs_mut().lose();
+            e.reset_outputs(true);
         }
         e.last_seen = now;
         self.account(before, (e.bytes(&key), e.holds_latch()));
@@ -722,10 +735,7 @@ impl SessionStore {
         });
         // The new newest turn's outputs: none yet; or, for a latched turn that comes back,
         // unknown (incomplete).
-        e.outputs = match origin {
-            Origin::New => None,
-            _ => Some(Box::new(crate::outputs::TurnOutputs::lost(0))),
-        };
+        e.reset_outputs(origin != Origin::New);
         Ok(carried)
     }
 
@@ -874,6 +884,35 @@ mod tests {
         assert_eq!(s.outputs_fact(&p, "s", "t2", t0), Some(none));
         assert_eq!(s.outputs_fact(&p, "s", "t1", t0), None);
         assert!(!s.record_outputs(&p, "s", "t1", &[item], t0));
+    }
+
+    #[test]
+    fn outputs_never_take_the_store_past_its_byte_bound() {
+        let p = Policy::compile("two.gate", TWO).unwrap();
+        let s = SessionStore::new(SessionLimits {
+            ttl: Duration::from_secs(10),
+            keep_expired: Duration::from_secs(100),
+            max_sessions: 1000,
+            max_bytes: 8192,
+        });
+        let t0 = Instant::now();
+        let big = serde_json::json!({"text": "x".repeat(1500)});
+        let mut dropped = 0;
+        for i in 0..100 {
+            let session = format!("session-{i}");
+            if s.begin(&p, &session, "t1", t0).is_err() {
+                break;
+            }
+            s.expect_outputs(&p, &session, "t1", [("c1", "a", &big)], t0);
+            let item = serde_json::json!({"id": "c1", "tool": "a", "output": big});
+            if !s.record_outputs(&p, &session, "t1", &[item], t0) {
+                dropped += 1;
+                // Dropped outputs are never given: the turn's checks deny.
+                assert_eq!(s.outputs_fact(&p, &session, "t1", t0), None);
+            }
+            assert!(s.bytes() <= 8192, "{} bytes held", s.bytes());
+        }
+        assert!(dropped > 0, "the bound was never reached");
     }
 
     #[test]
