@@ -686,8 +686,8 @@ impl AppState {
         let ids = self.session_turn(&request.session, &request.turn)?;
         // The turn's tool outputs the server keeps, for provenance checks, unless the request
         // brings its own (then the executor's word, and kept for the turn's next batches).
-        let brought = request.facts.outputs.clone();
-        if let (Some((s, t)), None) = (&ids, &brought) {
+        let brought = request.facts.outputs.is_some();
+        if let (Some((s, t)), false) = (&ids, brought) {
             request.facts.outputs = self.sessions.outputs_fact(policy, s, t, started);
         }
         let mut keeper = Keeper::new(self.ask, ids.as_ref().map(|(s, _)| s.as_str()), started);
@@ -725,7 +725,8 @@ impl AppState {
             }
         };
         if let Some((s, t)) = &ids {
-            self.keep_outputs(policy, (s, t), brought.as_ref(), &response, started, |i| {
+            let own = request.facts.outputs.as_ref().filter(|_| brought);
+            self.keep_outputs(policy, (s, t), own, &response, started, |i| {
                 request
                     .calls
                     .get(i)
@@ -816,8 +817,8 @@ impl AppState {
         let mut keeper = Keeper::new(self.ask, session.as_ref().map(|(s, _)| s.as_str()), started);
         // What is carried into the request besides its text, kept only for the shadow set.
         let mut seen = Seen::new(self.shadow.is_some());
-        let brought = request.outputs().cloned();
-        if let (Some((s, t)), None) = (&session, &brought) {
+        let brought = request.has_outputs();
+        if let (Some((s, t)), false) = (&session, brought) {
             if let Some(outputs) = self.sessions.outputs_fact(policy, s, t, started) {
                 seen.outputs(&outputs);
                 request.set_outputs(outputs);
@@ -864,9 +865,8 @@ impl AppState {
             .map(|(s, t)| (s.as_str(), t.as_str()))
             .unzip();
         if let (Some(s), Some(t)) = (s, t) {
-            self.keep_outputs(policy, (s, t), brought.as_ref(), &response, started, |i| {
-                request.call(i)
-            });
+            let own = request.outputs().filter(|_| brought);
+            self.keep_outputs(policy, (s, t), own, &response, started, |i| request.call(i));
         }
         let headless = keeper.headless();
         let left = keeper.finish(policy, &response, t, |i| request.call_args(i));
