@@ -39,7 +39,11 @@ session = read("session.lua")
 if session is None:  # the layout before session.lua: common.lua, then exchange.lua
     script = read("common.lua") + "\n" + read("exchange.lua")
 else:
-    script = "local writes = true\n" + read("common.lua") + "\n" + session + "\n" + read("exchange.lua")
+    # As server/src/turn_state/redis_store.rs assembles it; budget.lua (when the tree has it)
+    # reads its arguments from ARGV[11] on, which this workload leaves out (no budget).
+    budget = read("budget.lua")
+    parts = [read("common.lua"), session] + (["local B = 11", budget] if budget else []) + [read("exchange.lua")]
+    script = "local writes = true\n" + "\n".join(parts)
 repeat = int(os.environ.get("REPEAT", "1"))
 server = subprocess.Popen(
     ["redis-server", "--port", str(args.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
