@@ -7,8 +7,15 @@ use serde::Serialize;
 /// The code of a refused bearer token, which also names the RFC 6750 challenge.
 const INVALID_TOKEN: &str = "invalid_token";
 
-/// An error a client caused (or a server state it should know about). Never a 500.
-#[derive(Debug)]
+/// A request refused: an error the client caused (or a server state it should know about),
+/// with the HTTP status it is answered with, a stable code and, where there is one, the
+/// place in the request (a JSON path, or a line and column). Never a 500.
+///
+/// The routes answer it as `{"error": {"code", "message", "location"?}}`; a program that
+/// calls the [`crate::Decider`] itself reads it with [`ApiError::code`],
+/// [`ApiError::message`] and [`ApiError::location`].
+#[derive(Debug, thiserror::Error)]
+#[error("{code}: {message}")]
 pub struct ApiError {
     status: StatusCode,
     code: &'static str,
@@ -120,6 +127,22 @@ impl ApiError {
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
         self.status
+    }
+
+    /// The stable code (`schema`, `json`, `duplicate_key`, `too_large`, `sessions_full`,
+    /// ...), as docs/server.md lists them.
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+
+    /// What is wrong, for a person.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Where in the request, when the error has a place: a JSON path or a line and column.
+    pub fn location(&self) -> Option<&str> {
+        self.location.as_deref()
     }
 
     /// The same error with its location rewritten by `relocate`: a route that judges a

@@ -54,10 +54,12 @@ pub async fn waiting(
     let Query(query) = query
         .map_err(|e| ApiError::bad_request("schema", e.body_text(), Some("session".into())))?;
     state
+        .decider
         .limits
         .check_id("session", &query.session)
-        .map_err(|e| state.client_error(e))?;
+        .map_err(|e| state.decider.client_error(e))?;
     let waiting = state
+        .decider
         .approvals
         .waiting(&query.session, Instant::now())
         .await
@@ -153,12 +155,14 @@ pub async fn answer_ask(
 ) -> Result<Response, ApiError> {
     state.approver(&headers)?;
     let value = state.parse_body(body)?;
-    let a = answer(value).map_err(|e| state.client_error(e))?;
+    let a = answer(value).map_err(|e| state.decider.client_error(e))?;
     state
+        .decider
         .limits
         .check_id("session", &a.session)
-        .map_err(|e| state.client_error(e))?;
+        .map_err(|e| state.decider.client_error(e))?;
     let answered = state
+        .decider
         .approvals
         .answer(&a.session, &a.approval, a.granted, Instant::now())
         .await
@@ -168,11 +172,11 @@ pub async fn answer_ask(
             }
             GrantError::Unavailable => unavailable(e.to_string()),
         })?;
-    state.decisions.log().record_answer(
+    state.decider.decisions.log().record_answer(
         &a.session,
         &answered,
         a.approver.as_deref(),
-        state.decisions.metrics(),
+        state.decider.decisions.metrics(),
     );
     Ok(Json(answered).into_response())
 }

@@ -64,15 +64,15 @@ impl ConnHost for AppState {
     }
 
     fn refused(&self, why: Refusal) {
-        self.decisions.refused(why);
+        self.decider.decisions.refused(why);
     }
 
     fn opened(&self) {
-        self.decisions.opened();
+        self.decider.decisions.opened();
     }
 
     fn closed(&self) {
-        self.decisions.closed();
+        self.decider.decisions.closed();
     }
 
     fn over_capacity(&self, head: &[u8]) -> Option<Vec<u8>> {

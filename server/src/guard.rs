@@ -53,7 +53,7 @@ fn preflight_response() -> Response {
 /// within the body timeout.
 async fn admit(state: &AppState, req: Request) -> Result<Request, ApiError> {
     let refuse = |why: Refusal, e: ApiError| {
-        state.decisions.refused(why);
+        state.decider.decisions.refused(why);
         e
     };
     check_origin(&state.origins, req.headers()).map_err(|e| refuse(Refusal::Origin, e))?;
@@ -70,9 +70,9 @@ async fn admit(state: &AppState, req: Request) -> Result<Request, ApiError> {
     let (mut parts, body) = req.into_parts();
     let hook = parts.uri.path().starts_with(super::hooks::PREFIX);
     let limit = if hook {
-        state.limits.hook_body_bytes
+        state.decider.limits.hook_body_bytes
     } else {
-        state.limits.body_bytes
+        state.decider.limits.body_bytes
     };
     let limited = Limited::new(body, limit);
     let bytes = match tokio::time::timeout(state.http.body_timeout, limited.collect()).await {
@@ -93,6 +93,7 @@ async fn admit(state: &AppState, req: Request) -> Result<Request, ApiError> {
             // The hook handler answers in the agent's own format: a denial, not a 413 the
             // agent would take as "run the call".
             state
+                .decider
                 .decisions
                 .metrics()
                 .client_errors
@@ -102,6 +103,7 @@ async fn admit(state: &AppState, req: Request) -> Result<Request, ApiError> {
         }
         Ok(Err(e)) => {
             state
+                .decider
                 .decisions
                 .metrics()
                 .client_errors

@@ -11,7 +11,6 @@
 //! full store, an id over the length cap, a missing token, a full connection table) is
 //! answered with a denial in the agent's own format.
 
-use super::decisions::Record;
 use super::state::AppState;
 use super::turn_state::HookKey;
 use axum::body::Bytes;
@@ -22,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::json;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use toolgate_engine::Facts;
 use toolgate_hooks::agents::Agent;
 use toolgate_hooks::{Answer, Event, Judge};
@@ -128,16 +127,16 @@ pub async fn hook(
             answer(agent, &Answer::Nothing)
         }
     };
-    let set = state.store.snapshot();
+    let set = state.decider.policies.snapshot();
     let policy = match query.policy.as_deref() {
         Some(m) => set.get(m),
-        None => state.unnamed_policy(&set),
+        None => state.decider.unnamed_policy(&set),
     };
     let Some(policy) = policy else {
         return deny(format!(
             "Blocked: toolgate has no single policy to judge this call with (name one with \
              ?policy=MODULE; loaded: {}).",
-            super::routes::loaded_names(&set)
+            super::decider::loaded_names(&set)
         ));
     };
     if session.len() > MAX_SESSION_ID_BYTES {
@@ -147,7 +146,6 @@ pub async fn hook(
             session.len()
         ));
     }
-    let started = Instant::now();
     let judge = Judge::new(policy, query.stage, query.approve);
     // A verified caller's sessions are its own: the same session id sent with another
     // principal's token names another session, so one caller's events (a post-tool event
@@ -163,30 +161,16 @@ pub async fn hook(
         ..Facts::default()
     };
     let judged = state
-        .hook_sessions
-        .with(key, started, |s| {
+        .decider
+        .hook_event(policy, key, (session, event.turn()), |s| {
             judge.judge(&event, s, &facts, NewIds::NeedSignal)
         })
         .await;
     match judged {
-        Ok(handled) => {
+        Ok((handled, id)) => {
             let mut reply = answer(agent, &handled.answer);
-            if let Some(response) = &handled.response {
-                // The shadow set judges the call as the hook judge built it; nothing of its
-                // decision reaches the session or the agent.
-                let flips = state
-                    .shadow
-                    .as_ref()
-                    .zip(handled.request.as_ref())
-                    .and_then(|(shadow, request)| {
-                        shadow.compare(policy, response, |p| Some(p.decide(request)))
-                    });
-                let id = state.decisions.record(
-                    Record::new(started, response)
-                        .session(Some(session), event.turn())
-                        .shadow(flips.as_ref()),
-                );
-                state.decisions.attach(&mut reply, response, &id);
+            if let (Some(response), Some(id)) = (&handled.response, &id) {
+                state.decider.decisions.attach(&mut reply, response, id);
             }
             reply
         }

@@ -72,6 +72,7 @@ mod authzen;
 mod budgets;
 mod clock;
 mod config;
+mod decider;
 mod decision_log;
 mod decisions;
 mod error;
@@ -121,11 +122,12 @@ use off::tracing_otel;
 pub mod conn;
 pub mod signals;
 
-pub use api_error::challenge_invalid_token;
+pub use api_error::{challenge_invalid_token, ApiError};
 pub use config::{
     AskMode, BundleSource, Config, HttpLimits, JwtConfig, LogConfig, LogMode, LogSink,
     PolicySource, RedisConfig, StoreTls,
 };
+pub use decider::{Caller, Decided, Decider};
 pub use decisions::{Decisions, Record};
 pub use error::{Feature, ServerError, StateError};
 pub use limits::Limits;

@@ -11,7 +11,7 @@
 //! agent text); checks that read outputs deny without them.
 
 use super::api_error::ApiError;
-use super::routes::schema_error;
+use super::decider::schema_error;
 use super::state::AppState;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -44,23 +44,24 @@ pub async fn record(
     state.who(&headers).await?;
     let bytes = state.body_bytes(body)?;
     let text = state.body_text(&bytes)?;
-    let value = state.parse_text(text)?;
+    let value = state.decider.parse_text(text)?;
     let body: Outputs = serde_json::from_value(value).map_err(|e| {
-        state.client_error(ApiError::bad_request(
+        state.decider.client_error(ApiError::bad_request(
             "schema",
             format!("expected {{\"policy\"?, \"session\", \"turn\", \"outputs\"}}: {e}"),
             None,
         ))
     })?;
     toolgate_engine::validate_outputs(&body.outputs, "outputs")
-        .map_err(|e| state.client_error(schema_error(e)))?;
+        .map_err(|e| state.decider.client_error(schema_error(e)))?;
     for (field, id) in [("session", &body.session), ("turn", &body.turn)] {
         state
+            .decider
             .limits
             .check_id(field, id)
-            .map_err(|e| state.client_error(e))?;
+            .map_err(|e| state.decider.client_error(e))?;
     }
-    if !state.sessions.keeps_outputs() {
+    if !state.decider.turns.keeps_outputs() {
         return Err(ApiError::new(
             StatusCode::NOT_IMPLEMENTED,
             "outputs_not_kept",
@@ -68,13 +69,16 @@ pub async fn record(
              them with each batch as `facts.outputs`",
         ));
     }
-    let set = state.store.snapshot();
-    let policy = state.pick_policy(&set, body.policy.as_deref())?;
+    let set = state.decider.policies.snapshot();
+    let policy = state.decider.pick_policy(&set, body.policy.as_deref())?;
     let items = body.outputs.as_array().map_or(&[][..], Vec::as_slice);
-    let kept =
-        state
-            .sessions
-            .record_outputs(policy, &body.session, &body.turn, items, Instant::now());
+    let kept = state.decider.turns.record_outputs(
+        policy,
+        &body.session,
+        &body.turn,
+        items,
+        Instant::now(),
+    );
     let mut answer = json!({
         "session": body.session,
         "turn": body.turn,

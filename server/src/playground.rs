@@ -81,11 +81,11 @@ pub async fn source(
     Path(module): Path<String>,
 ) -> Result<Response, ApiError> {
     state.admin(&headers)?;
-    let set = state.store.snapshot();
+    let set = state.decider.policies.snapshot();
     let policy = set.get(&module).ok_or_else(|| {
         ApiError::not_found(format!(
             "no policy module `{module}` is loaded; loaded: {}",
-            super::routes::loaded_names(&set)
+            super::decider::loaded_names(&set)
         ))
     })?;
     Ok(Json(json!({
@@ -128,7 +128,7 @@ pub async fn run(
 ) -> Result<Response, ApiError> {
     state.admin(&headers)?;
     let body = state.parse_body(body)?;
-    let input = Input::read(body).map_err(|e| state.client_error(e))?;
+    let input = Input::read(body).map_err(|e| state.decider.client_error(e))?;
     let answer = tokio::task::spawn_blocking(move || input.answer())
         .await
         .map_err(|_| ApiError::unprocessable("playground_failed", "the playground task stopped"))?;

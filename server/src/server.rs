@@ -3,6 +3,7 @@
 //! which is `toolgate serve` without the flags.
 
 use super::config::{Config, PolicySource};
+use super::decider::Decider;
 use super::decisions::Decisions;
 use super::error::{Feature, ServerError};
 use super::state::AppState;
@@ -65,28 +66,32 @@ impl Server {
             PolicySource::Path(dir) => (dir, None),
             PolicySource::Bundle(source) => (PathBuf::new(), Some(bundle::Bundle::new(source)?)),
         };
-        let state = Arc::new(AppState {
-            store: PolicyStore::default(),
-            sessions,
+        // The policy set starts empty; the first load below fills it.
+        let decider = Decider {
+            policies: PolicyStore::default(),
+            turns: sessions,
             hook_sessions,
+            approvals,
+            budgets,
             decisions,
+            shadow: config.shadow.map(shadow::Shadow::new),
+            ask: config.ask,
             limits: config.limits,
+            default_policy: config.default_policy,
+        };
+        let state = Arc::new(AppState {
+            decider,
             http: config.http,
             origins: super::origins::Origins::new(config.addr, &config.allow_origins),
             deny_warnings: config.deny_warnings,
             dir,
-            default_policy: config.default_policy,
             admin_token: config.admin_token,
             loopback: config.addr.ip().is_loopback(),
             loads: loader::Loads::default(),
             gate: reload_gate::GateState::new(config.widening),
             reload_lock: tokio::sync::Mutex::new(0),
             bundle,
-            approvals,
-            budgets,
-            ask: config.ask,
             approver_token: config.approver_token.filter(|t| !t.is_empty()),
-            shadow: config.shadow.map(shadow::Shadow::new),
             authzen_pdp: config
                 .authzen_pdp
                 .as_deref()
@@ -101,7 +106,11 @@ impl Server {
         // A shadow set that does not load is a mistake in the command line or the files, and
         // there is no answer it could degrade to: the server does not start.
         if let Some(Err(diagnostics)) = state.reload_shadow("startup").await {
-            let path = state.shadow.as_ref().map(|s| s.path().to_path_buf());
+            let path = state
+                .decider
+                .shadow
+                .as_ref()
+                .map(|s| s.path().to_path_buf());
             return Err(ServerError::Shadow {
                 path: path.unwrap_or_default(),
                 diagnostics: toolgate_loader::log_text::escape_keeping_lines(
@@ -112,7 +121,7 @@ impl Server {
         }
         // A failed first load still starts the server: /health says 503 until a reload works.
         let _ = state.clone().reload("startup", None).await;
-        state.sessions.announce().await?;
+        state.decider.turns.announce().await?;
         // Installed before `run` announces the listener: a signal sent the moment a
         // supervisor reads that line must reach the handler, not the default action.
         let hup = match config.reload_on_sighup {
@@ -129,7 +138,7 @@ impl Server {
                 Watched::Serving,
             )));
         }
-        if state.shadow.is_some() && !config.poll.is_zero() {
+        if state.decider.shadow.is_some() && !config.poll.is_zero() {
             tasks.push(tokio::spawn(watch(
                 state.clone(),
                 config.poll,
@@ -141,6 +150,14 @@ impl Server {
             tasks.push(tokio::spawn(on_sighup(state.clone(), hup)));
         }
         Ok(Server { state, tasks })
+    }
+
+    /// The decision pipeline this server's routes judge with: the same policy set, turn
+    /// state, approvals, budgets, shadow set and sinks. A program that embeds the server
+    /// judges a batch in process with [`Decider::decide`], with no HTTP in between; the
+    /// decision is logged, counted and traced like one the routes made.
+    pub fn decider(&self) -> &Decider {
+        &self.state.decider
     }
 
     /// The server's routes ([`router`]).
@@ -155,7 +172,7 @@ impl Server {
         for task in &self.tasks {
             task.abort();
         }
-        let decisions = self.state.decisions.clone();
+        let decisions = self.state.decider.decisions.clone();
         drop(self.state);
         decisions.close().await;
     }
@@ -169,17 +186,17 @@ impl Server {
 /// [`crate::conn`]).
 pub fn router(server: &Server) -> Router {
     let state = &server.state;
-    let body_limit = state.limits.body_bytes;
+    let body_limit = state.decider.limits.body_bytes;
     // The routes that judge batches: with `--otel-endpoint`, each request is one span.
     let decide = Router::new()
         .route("/v1/decide", post(routes::decide))
         .route("/v1/data/{module}/decide", post(routes::data_decide))
         .route(
             "/v1/hooks/{agent}",
-            post(hooks::hook).layer(DefaultBodyLimit::max(state.limits.hook_body_bytes)),
+            post(hooks::hook).layer(DefaultBodyLimit::max(state.decider.limits.hook_body_bytes)),
         );
     let routes = Router::new()
-        .merge(tracing_otel::wrap(decide, state.decisions.otel()))
+        .merge(tracing_otel::wrap(decide, state.decider.decisions.otel()))
         .route("/v1/offer", post(routes::offer))
         .route("/v1/outputs", post(outputs_route::record))
         .route("/v1/check", post(routes::check))
@@ -262,7 +279,7 @@ pub async fn run(
 /// load during which the directory changed is discarded (and retried at the next poll), and
 /// a prefix that happens to compile is held back by the reload gate when it widens.
 async fn watch(state: Arc<AppState>, every: Duration, watched: Watched) {
-    let dir = match (&watched, &state.shadow) {
+    let dir = match (&watched, &state.decider.shadow) {
         (Watched::Shadow, Some(shadow)) => shadow.path().to_path_buf(),
         (Watched::Shadow, None) => return,
         (Watched::Serving, _) => state.dir.clone(),
@@ -312,10 +329,10 @@ async fn sweep(state: Arc<AppState>, ttl: Duration) {
     loop {
         tokio::time::sleep(every).await;
         let now = Instant::now();
-        state.sessions.expire(now);
-        state.hook_sessions.expire(now);
-        state.approvals.expire(now);
-        state.budgets.expire(now);
+        state.decider.turns.expire(now);
+        state.decider.hook_sessions.expire(now);
+        state.decider.approvals.expire(now);
+        state.decider.budgets.expire(now);
     }
 }
 

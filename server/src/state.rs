@@ -2,31 +2,20 @@
 
 use super::api_error::ApiError;
 use super::config::HttpLimits;
-use super::decisions::Decisions;
-use super::limits::Limits;
+use super::decider::Decider;
 use super::loader::{load_complete, off_thread, say_failed, LoadError, LoadReport, Loads};
 use super::origins::Origins;
 use super::reload_gate::{reload_gate, GateOutcome, GateState, Installer, ReloadError, Source};
-use super::turn_state::TurnState;
 use axum::http::{HeaderMap, StatusCode};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use toolgate_engine::{PolicySet, PolicyStore};
+use toolgate_engine::PolicySet;
 
 /// Shared server state.
 pub struct AppState {
-    /// The serving policy set.
-    pub store: PolicyStore,
-    /// Turn-scoped latch state by session: in memory, or in a shared store.
-    pub sessions: TurnState,
-    /// Coding-agent hook sessions (`/v1/hooks/{agent}`), in the one turn model: in memory,
-    /// or beside `sessions` in the shared store.
-    pub hook_sessions: super::turn_state::HookSessions,
-    /// Where every judged batch is recorded: metrics, the decision log, spans, ids.
-    pub decisions: Arc<Decisions>,
-    /// Request caps.
-    pub limits: Limits,
+    /// The decision pipeline: policy set, turn state, approvals, budgets, shadow set, sinks.
+    pub decider: Decider,
     /// Timeouts and the connection cap.
     pub http: HttpLimits,
     /// Origins a browser request may come from.
@@ -35,8 +24,6 @@ pub struct AppState {
     pub deny_warnings: bool,
     /// The policy directory (or, for `toolgate playground`, one policy file).
     pub dir: PathBuf,
-    /// The module a request that names none is judged by when several are loaded.
-    pub default_policy: Option<String>,
     /// Bearer token for admin endpoints, if set.
     pub admin_token: Option<String>,
     /// Whether the server listens on loopback only.
@@ -49,18 +36,8 @@ pub struct AppState {
     pub reload_lock: tokio::sync::Mutex<u64>,
     /// The signed bundle the policies come from (`--bundle`), instead of `dir`.
     pub bundle: Option<super::bundle::Bundle>,
-    /// The asks waiting for a person and the approvals given (`/v1/approvals`), kept where
-    /// the turn state is.
-    pub approvals: super::turn_state::ApprovalStore,
-    /// The counts of budgets over batches (`per session`, `within 24h per principal`, ...).
-    pub budgets: super::budgets::Book,
-    /// What an ask does when nobody answers it (`--ask`).
-    pub ask: super::config::AskMode,
     /// The bearer token of `/v1/approvals` besides the admin token (`--approver-token`).
     pub approver_token: Option<String>,
-    /// The shadow policy set (`--shadow`): judged beside the serving set, never answering.
-    /// `None` costs the decision path one check.
-    pub shadow: Option<super::shadow::Shadow>,
     /// The AuthZEN PDP identifier its metadata names (`--authzen-pdp`), without a trailing
     /// slash; `None` publishes no metadata.
     pub authzen_pdp: Option<String>,
@@ -187,7 +164,7 @@ impl AppState {
     /// serving set, never the reload gate (the shadow answers nothing). `None` without
     /// `--shadow`; else the shadow generation now serving, or why the load failed.
     pub async fn reload_shadow(&self, trigger: &str) -> Option<Result<u64, LoadError>> {
-        let shadow = self.shadow.as_ref()?;
+        let shadow = self.decider.shadow.as_ref()?;
         Some(shadow.install(trigger, self.deny_warnings).await)
     }
 
@@ -215,7 +192,7 @@ impl AppState {
     {
         let mut generation = self.reload_lock.lock().await;
         let next = *generation + 1;
-        let serving = self.store.snapshot();
+        let serving = self.decider.policies.snapshot();
         let widening = self.gate.widening;
         let result = off_thread(move || {
             let set = build(next)?;
@@ -238,10 +215,14 @@ impl AppState {
         match result {
             Ok((set, GateOutcome::Apply { diff }, _, _)) => {
                 let serving = super::loader::describe(&set);
-                self.store.swap(set);
+                self.decider.policies.swap(set);
                 *generation = next;
                 self.gate.applied(diff.as_ref(), trigger);
-                self.decisions.metrics().reloads_ok.fetch_add(1, Relaxed);
+                self.decider
+                    .decisions
+                    .metrics()
+                    .reloads_ok
+                    .fetch_add(1, Relaxed);
                 self.loads.applied(report(true, None));
                 eprintln!("toolgate: loaded generation {next} ({trigger}): {serving}");
                 Ok(next)
@@ -273,7 +254,8 @@ impl AppState {
             }
             Err(e) => {
                 let diagnostics = e.to_string();
-                self.decisions
+                self.decider
+                    .decisions
                     .metrics()
                     .reloads_failed
                     .fetch_add(1, Relaxed);
@@ -281,7 +263,7 @@ impl AppState {
                     "reload",
                     trigger,
                     *generation,
-                    &self.store.snapshot(),
+                    &self.decider.policies.snapshot(),
                     &diagnostics,
                 );
                 self.loads
@@ -296,7 +278,7 @@ impl AppState {
 /// this (`reload_gate::Installer`), never `AppState`, which holds the bundle.
 impl Installer for AppState {
     fn generation(&self) -> u64 {
-        self.store.snapshot().generation()
+        self.decider.policies.snapshot().generation()
     }
 
     fn deny_warnings(&self) -> bool {

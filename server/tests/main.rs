@@ -16,6 +16,7 @@ mod budgets;
 mod budgets_cluster;
 #[cfg(feature = "redis")]
 mod budgets_redis;
+mod decider;
 mod outputs;
 mod router;
 mod shadow;

@@ -8,7 +8,7 @@
 //!   `--authzen-pdp` names (404 without one).
 //!
 //! Each evaluation becomes one `/v1/decide` batch of one call ([`translate`]) and is judged
-//! by the same path (`AppState::judge`): the same strict reader, caps, turn state, budgets,
+//! by the same path (`Decider::judge`): the same strict reader, caps, turn state, budgets,
 //! approvals, decision log and metrics. So nothing here decides anything; a request that
 //! `/v1/decide` would refuse is refused, at the place in the AuthZEN body that caused it.
 //! Evaluations run one after another in array order, so with `context.toolgate.session` and
@@ -22,8 +22,8 @@ mod answer;
 mod translate;
 
 use super::api_error::ApiError;
+use super::decider::Caller;
 use super::error::ServerError;
-use super::routes::Who;
 use super::state::AppState;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -76,9 +76,9 @@ async fn answer(
 ) -> Result<Value, ApiError> {
     let who = state.who(headers).await?;
     let value = state.parse_body(body)?;
-    let top = translate::top(&value).map_err(|e| state.client_error(e))?;
+    let top = translate::top(&value).map_err(|e| state.decider.client_error(e))?;
     if endpoint == Endpoint::One && top.contains_key("evaluations") {
-        return Err(state.client_error(ApiError::bad_request(
+        return Err(state.decider.client_error(ApiError::bad_request(
             "schema",
             "`evaluations` belongs to `/access/v1/evaluations`; this endpoint answers one \
              evaluation, and judging only the top level would drop the rest",
@@ -87,19 +87,18 @@ async fn answer(
     }
     let list = match endpoint {
         Endpoint::One => None,
-        Endpoint::Many => {
-            translate::evaluations(top, state.limits.calls).map_err(|e| state.client_error(e))?
-        }
+        Endpoint::Many => translate::evaluations(top, state.decider.limits.calls)
+            .map_err(|e| state.decider.client_error(e))?,
     };
     let Some(list) = list else {
         return judged(state, &Entities::single(top), &who).await;
     };
-    let semantic = translate::semantic(top).map_err(|e| state.client_error(e))?;
+    let semantic = translate::semantic(top).map_err(|e| state.decider.client_error(e))?;
     let mut out = Vec::with_capacity(list.len());
     for (i, item) in list.iter().enumerate() {
         let one = match Entities::of(top, item, i) {
             Ok(entities) => judged(state, &entities, &who).await,
-            Err(e) => Err(state.client_error(e)),
+            Err(e) => Err(state.decider.client_error(e)),
         };
         let decision = one.unwrap_or_else(|e| answer::failed(&e));
         let allowed = decision["decision"] == true;
@@ -156,9 +155,13 @@ pub(crate) fn pdp_identifier(url: &str) -> Result<String, ServerError> {
 /// With `--jwks` the principal is the bearer token's, and an evaluation about another
 /// subject than the token's `sub` is refused (403): the subject is the PEP's word, the token
 /// is proof.
-async fn judged(state: &AppState, entities: &Entities<'_>, who: &Who) -> Result<Value, ApiError> {
+async fn judged(
+    state: &AppState,
+    entities: &Entities<'_>,
+    who: &Caller,
+) -> Result<Value, ApiError> {
     let mut body = entities.decide_body(state.authzen_stage.as_deref())?;
-    if let Who::Verified(verified) = who {
+    if let Caller::Verified(verified) = who {
         let said = body["facts"]
             .as_object_mut()
             .and_then(|f| f.remove("principal"));
@@ -172,6 +175,7 @@ async fn judged(state: &AppState, entities: &Entities<'_>, who: &Who) -> Result<
         }
     }
     let (response, _, id) = state
+        .decider
         .judge(body, None, who)
         .await
         .map_err(|e| entities.relocate(e))?;
