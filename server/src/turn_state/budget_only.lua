@@ -4,7 +4,7 @@
 -- marker's key again (unused); the counts are KEYS[4] on. Reply {"ok", "", epoch, seq, "ok",
 -- counts after...}.
 
-budget_commit()
+if budget_commit then budget_commit() end
 local reply = {'ok', '', epoch, tostring(seq), 'ok'}
 for i = 1, bn do reply[#reply + 1] = bfmt(bused[i]) end
 return reply
