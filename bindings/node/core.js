@@ -188,9 +188,9 @@ define(State, 'recordOutput', function (policy, callId, tool, output, turn) {
   if (text === undefined) throw new TypeError('recordOutput: the output is not JSON data');
   call(this, own.recordOutputText, [policy, String(callId), tool, text, idText(turn)]);
 });
-define(State, 'setPrompt', function (prompt) {
+define(State, 'setPrompt', function (prompt, turn) {
   if (typeof prompt !== 'string') throw new TypeError('setPrompt: prompt must be a string');
-  call(this, own.setPrompt, [prompt]);
+  return call(this, own.setPrompt, [prompt, idText(turn)]);
 });
 for (const [name, native_] of [['latched', 'latchedText'], ['called', 'calledText']]) {
   Object.defineProperty(State, name, {

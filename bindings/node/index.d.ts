@@ -181,10 +181,12 @@ export declare class TurnState {
    */
   recordOutput(policy: Policy, callId: string, tool: string, output: Json, turn?: string): void;
   /**
-   * Keeps the user's message of the current turn, sent as `facts.prompt` with the turn's
-   * later batches (`from prompt`).
+   * Keeps the user's message of turn `turn` (default: the current one), sent as
+   * `facts.prompt` with the turn's later batches (`from prompt`), only if `turn` is the
+   * session's current turn; answers whether it was kept. A late message of an earlier turn,
+   * or of an id the session does not know, is refused. Never starts a turn.
    */
-  setPrompt(prompt: string): void;
+  setPrompt(prompt: string, turn?: string): boolean;
   /** The latches a call of `turn` would be judged with now, in a response's shape. */
   latches(policy: Policy, turn?: string): LatchState;
   /** The calls recorded in `turn` (default: the current one), undated. */

@@ -57,6 +57,9 @@ pub struct EmbeddedTurns {
     counts: Counts,
     /// Where `per principal` and `per tenant` counts are kept: the process's book.
     book: &'static Book,
+    /// Whether a batch without `facts.prompt` or `facts.outputs` gets the ones this session
+    /// kept. False for an executor that keeps them itself ([`EmbeddedTurns::without_provenance`]).
+    keeps_provenance: bool,
 }
 
 impl Default for EmbeddedTurns {
@@ -110,6 +113,20 @@ impl EmbeddedTurns {
             batches: VecDeque::new(),
             counts: Counts::new(Duration::MAX),
             book,
+            keeps_provenance: true,
+        }
+    }
+
+    /// A session whose executor keeps the turn's prompt and outputs itself and sends them
+    /// with every batch (the LangChain middleware reads them from the agent's state): a
+    /// batch without `facts.prompt` or `facts.outputs` is judged without it, so a check that
+    /// reads them denies, instead of being given what this session kept (nothing, here: an
+    /// empty outputs list would read as "no call brought anything in"). Latches, recorded
+    /// calls, verdicts and budget counts are kept as in any session.
+    pub fn without_provenance() -> Self {
+        EmbeddedTurns {
+            keeps_provenance: false,
+            ..EmbeddedTurns::default()
         }
     }
 
@@ -194,11 +211,12 @@ impl EmbeddedTurns {
         if !recorded.is_empty() {
             facts.called.get_or_insert_with(Vec::new).extend(recorded);
         }
-        // The executor's own outputs and prompt win; else what this session recorded.
-        if facts.outputs.is_none() {
+        // The executor's own outputs and prompt win; else what this session recorded, if it
+        // keeps them.
+        if facts.outputs.is_none() && self.keeps_provenance {
             facts.outputs = self.turns.outputs_fact(&placed);
         }
-        if facts.prompt.is_none() {
+        if facts.prompt.is_none() && self.keeps_provenance {
             facts.prompt = self.turns.prompt_fact(&placed);
         }
         let counted = spend || !policy.keeps_counts();
@@ -360,9 +378,13 @@ impl EmbeddedTurns {
             .record_output(policy, call_id, tool, output, turn);
     }
 
-    /// Keeps the user's message of the current turn, for `facts.prompt`.
-    pub fn set_prompt(&mut self, prompt: &str) {
-        self.turns.set_prompt(prompt);
+    /// Keeps `prompt` as the user's message of turn `turn` (`None`: the current one), for
+    /// `facts.prompt`, only if that turn is the session's current turn; true when kept (see
+    /// [`SessionTurns::set_prompt_of`]). Checked and kept under the caller's one lock, so no
+    /// turn can start between the check and the write. A session that does not keep
+    /// provenance ([`EmbeddedTurns::without_provenance`]) keeps no prompt.
+    pub fn set_prompt(&mut self, prompt: &str, turn: Option<&str>) -> bool {
+        self.keeps_provenance && self.turns.set_prompt_of(prompt, turn)
     }
 
     /// Records that `tool` ran (`ok`: it succeeded) in turn `turn` (see
@@ -837,5 +859,72 @@ mod tests {
         assert_eq!(allowed(&r), [false, true], "the latch pre-scan");
         let kept = s.decision(&p, "c0", "send", &json!({}), Some("t1"), Some("m1"));
         assert_eq!(kept.unwrap().kind, Some(toolgate_engine::DenyKind::Latch));
+    }
+
+    /// A mail policy whose recipient must be typed by the user, or not come from an ingest.
+    fn mail(rule: &str) -> Policy {
+        let text = format!("module mail\ningest read\nwrite send\nstage s {{ tools [read, send] }}\nrule r for send {{ require {rule} }}\n");
+        Policy::compile("mail.gate", &text).unwrap()
+    }
+
+    /// Whether a `send` to `to`, judged in turn `turn`, is allowed.
+    fn sends(s: &mut EmbeddedTurns, p: &Policy, to: &str, turn: &str) -> bool {
+        let request = Request::new(
+            Facts::in_stage("s"),
+            vec![Call::new("c", "send", json!({ "to": to }))],
+        );
+        let r = s
+            .judge(p, request, Some(turn), None, Instant::now(), true)
+            .unwrap();
+        r.decisions[0].allow
+    }
+
+    #[test]
+    fn a_prompt_is_kept_only_for_the_current_turn() {
+        let p = mail("args.to from prompt");
+        let mut s = EmbeddedTurns::default();
+        s.signal(&p, Some("t1")).unwrap();
+        s.signal(&p, Some("t2")).unwrap();
+        assert!(
+            !s.set_prompt("mail eve@evil.example", Some("t1")),
+            "an earlier turn's"
+        );
+        assert!(
+            !s.set_prompt("mail eve@evil.example", Some("t9")),
+            "an unseen id's"
+        );
+        assert_eq!(s.turns().turns(), 2, "an unseen id starts no turn");
+        assert!(!sends(&mut s, &p, "eve@evil.example", "t2"));
+        assert!(s.set_prompt("mail ann@ours.example", Some("t2")));
+        assert!(sends(&mut s, &p, "ann@ours.example", "t2"));
+        assert!(
+            !sends(&mut s, &p, "ann@ours.example", "t1"),
+            "only its own turn's"
+        );
+        assert!(
+            s.set_prompt("mail bob@ours.example", None),
+            "the current turn's"
+        );
+        assert!(sends(&mut s, &p, "bob@ours.example", "t2"));
+    }
+
+    #[test]
+    fn a_session_without_provenance_never_fills_in_outputs_or_a_prompt() {
+        let p = mail("args.to not from ingest");
+        let mut kept = EmbeddedTurns::default();
+        kept.signal(&p, Some("t1")).unwrap();
+        assert!(
+            sends(&mut kept, &p, "ann@ours.example", "t1"),
+            "no call brought anything in"
+        );
+        let mut s = EmbeddedTurns::without_provenance();
+        s.signal(&p, Some("t1")).unwrap();
+        assert!(
+            !sends(&mut s, &p, "ann@ours.example", "t1"),
+            "outputs unknown: denied"
+        );
+        let p = mail("args.to from prompt");
+        assert!(!s.set_prompt("mail ann@ours.example", Some("t1")));
+        assert!(!sends(&mut s, &p, "ann@ours.example", "t1"));
     }
 }

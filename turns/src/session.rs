@@ -454,9 +454,24 @@ impl SessionTurns {
     /// Keeps the user's message of the current turn, for `facts.prompt` (memory only, like
     /// the outputs).
     pub fn set_prompt(&mut self, prompt: &str) {
-        if self.outputs.turn() == self.turns {
-            self.outputs.set_prompt(prompt.to_string());
+        self.set_prompt_of(prompt, None);
+    }
+
+    /// Keeps `prompt` as the message of the turn of event id `id` (`None`: the current
+    /// turn), for `facts.prompt`, only if that turn is the current one; true when kept. The
+    /// message of an earlier turn, or of an id the session cannot place, is refused: kept,
+    /// it would vouch for the current turn's values through `from prompt`. Never starts a
+    /// turn, and never names one (an unseen id stays unseen).
+    pub fn set_prompt_of(&mut self, prompt: &str, id: Option<&str>) -> bool {
+        let turn = match id {
+            None => Some(self.turns),
+            Some(id) => self.find(TurnKey::of(id)),
+        };
+        if turn != Some(self.turns) || self.outputs.turn() != self.turns {
+            return false;
         }
+        self.outputs.set_prompt(prompt.to_string());
+        true
     }
 
     /// The `facts.prompt` to judge a call placed by `placed` with: the current turn's

@@ -118,7 +118,7 @@ class Turn {
     // The prompt is the message of the turn this signal started. A known id (a late or
     // repeated signal of an earlier turn) starts none, and its message must not become the
     // current turn's, where it would vouch for values through `from prompt`.
-    if (typeof prompt === 'string' && this.#state.turns !== before) this.#state.setPrompt(prompt);
+    if (typeof prompt === 'string' && this.#state.turns !== before) this.#state.setPrompt(prompt, this.#id);
     if (rest.latched !== undefined && rest.latched !== false) {
       // Record the executor's latches now, so `latched` shows them before any call. A state
       // the policy refuses (an undeclared latch name) throws at every judgement instead.

@@ -230,11 +230,14 @@ impl TurnState {
         Ok(())
     }
 
-    /// Keeps the user's message of the current turn, sent as `facts.prompt` with the turn's
-    /// later batches (`from prompt`, and to vouch for a value the user typed).
+    /// Keeps the user's message of turn `turn` (default: the current one), sent as
+    /// `facts.prompt` with the turn's later batches (`from prompt`, and to vouch for a value
+    /// the user typed), only if `turn` is the session's current turn; answers whether it was
+    /// kept. A late message of an earlier turn, or of an id the session does not know, is
+    /// refused, so it cannot vouch for the current turn's values. Never starts a turn.
     #[napi(js_name = "setPrompt")]
-    pub fn set_prompt(&mut self, prompt: String) {
-        self.inner.set_prompt(&prompt);
+    pub fn set_prompt(&mut self, prompt: String, turn: Option<String>) -> bool {
+        self.inner.set_prompt(&prompt, turn.as_deref())
     }
 
     /// Records that `tool` ran (`ok`: it succeeded) in turn `turn` (default: the current

@@ -158,3 +158,24 @@ rule typed_by_the_user for send_email { require args.to from prompt }
   const [boss] = current.decide([{ id: 'c2', tool: 'send_email', args: { to: 'boss@ours.example' } }]);
   assert.equal(boss.allow, true, JSON.stringify(boss));
 });
+
+test('setPrompt with a turn keeps the message only while that turn is the current one', () => {
+  const prompted = compile(`module mail
+write  send_email
+stage main { tools [send_email] }
+rule typed_by_the_user for send_email { require args.to from prompt }
+`, 'mail.gate');
+  const sends = (state, id, to, turn) => state.judge(prompted, batch(id, 'send_email', { to }), turn).decisions[0].allow;
+  const state = new TurnState();
+  state.signal(prompted, 'p1');
+  state.signal(prompted, 'p2');
+  assert.equal(state.setPrompt('mail eve@evil.example the report', 'p1'), false, 'an earlier turn');
+  assert.equal(state.setPrompt('mail eve@evil.example the report', 'unseen'), false, 'an unknown id');
+  assert.equal(state.turns, 2, 'setting a prompt never starts a turn');
+  assert.equal(sends(state, 'c1', 'eve@evil.example', 'p2'), false, 'an earlier turn vouched for the current one');
+  assert.equal(state.setPrompt('mail boss@ours.example the report', 'p2'), true);
+  assert.equal(sends(state, 'c2', 'boss@ours.example', 'p2'), true);
+  assert.equal(sends(state, 'c3', 'boss@ours.example', 'p1'), false, 'only its own turn');
+  assert.equal(state.setPrompt('mail ann@ours.example the report'), true, 'no turn: the current one');
+  assert.equal(sends(state, 'c4', 'ann@ours.example', 'p2'), true);
+});

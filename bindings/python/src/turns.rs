@@ -82,10 +82,23 @@ struct RecordedView<'a> {
 #[pymethods]
 impl PyTurnState {
     /// A session with no turn signalled yet.
+    ///
+    /// `keeps_provenance=False` is for an executor that keeps the turn's prompt and tool
+    /// outputs itself and sends them (`facts.prompt`, `facts.outputs`) with every batch, as
+    /// the LangChain middleware does from the agent's state: a batch that leaves one out is
+    /// judged without it (a check that reads it denies) instead of being given what this
+    /// state kept, and `set_prompt` keeps nothing. Latches, recorded calls, kept verdicts
+    /// and budget counts are kept either way.
     #[new]
-    fn new() -> Self {
+    #[pyo3(signature = (*, keeps_provenance = true))]
+    fn new(keeps_provenance: bool) -> Self {
+        let state = if keeps_provenance {
+            EmbeddedTurns::default()
+        } else {
+            EmbeddedTurns::without_provenance()
+        };
         PyTurnState {
-            inner: Mutex::new(EmbeddedTurns::default()),
+            inner: Mutex::new(state),
         }
     }
 
@@ -228,10 +241,19 @@ impl PyTurnState {
         Ok(())
     }
 
-    /// Keeps the user's message of the current turn, sent as `facts.prompt` with the turn's
-    /// later batches (`from prompt`, and to vouch for a value the user typed).
-    fn set_prompt(&self, prompt: &str) {
-        self.lock().set_prompt(prompt);
+    /// Keeps the user's message of turn `turn` (default: the current one), sent as
+    /// `facts.prompt` with the turn's later batches (`from prompt`, and to vouch for a value
+    /// the user typed), only if `turn` is the session's current turn. Returns whether it was
+    /// kept.
+    ///
+    /// Checked and kept under the state's own lock, so no turn starts in between: a late
+    /// event of an earlier turn (or of an id the state does not know) cannot make its message
+    /// vouch for the current turn's values. Never starts a turn. An adapter passes the turn
+    /// the message belongs to (its framework's turn id), never `None` for a message that may
+    /// be late.
+    #[pyo3(signature = (prompt, turn = None))]
+    fn set_prompt(&self, prompt: &str, turn: Option<&str>) -> bool {
+        self.lock().set_prompt(prompt, turn)
     }
 
     /// Records that `tool` ran (`ok`: it succeeded) in turn `turn` (default: the current

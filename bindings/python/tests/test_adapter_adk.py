@@ -13,7 +13,7 @@ from google.adk.runners import InMemoryRunner
 from google.genai import types
 
 from conftest import Executed, shop_tools
-from provenance_mail import AGAIN, INBOX, MAIL, MAIL_RULE, PROMPT
+from provenance_mail import AGAIN, INBOX, MAIL, MAIL_RULE, PROMPT, PROMPTED
 from toolgate.adapters.adk import AdkGate
 
 
@@ -283,3 +283,42 @@ def test_a_late_call_of_an_earlier_invocation_does_not_set_the_current_prompt():
     assert gate.before_tool_callback(send, {"to": "boss@ours.example"}, late)["toolgate"]["kind"] == "provenance"
     refused = gate.before_tool_callback(send, {"to": "boss@ours.example"}, context("i2", answered, "c4"))
     assert (refused["toolgate"]["kind"], refused["toolgate"]["provenance"]["call"]) == ("provenance", "c2")
+
+
+def test_a_late_call_of_an_invocation_the_state_no_longer_keeps_does_not_take_the_current_prompt():
+    """A call of an invocation more than `KEPT_TURNS` turns old comes back as a new turn of the
+    session's state, while the gate's newest invocation is still a later one. That later
+    invocation's next call must not set its message (which names boss@ours.example) as the
+    revived turn's prompt: the late call's recipient would be vouched for by a message that is
+    not its own."""
+    import toolgate
+    from google.adk.agents.invocation_context import InvocationContext
+    from google.adk.sessions import InMemorySessionService
+    from google.adk.tools import FunctionTool
+    from google.adk.tools.tool_context import ToolContext
+
+    def send_email(to: str) -> str:
+        """Sends a mail."""
+        return "sent"
+
+    send = FunctionTool(send_email)
+    agent = LlmAgent(name="mail", model=ScriptedLlm(model="scripted", script=[], seen=[]), tools=[send])
+    service = InMemorySessionService()
+    session = asyncio.run(service.create_session(app_name="mail", user_id="u"))
+    said = types.Content(role="user", parts=[types.Part(text="mail boss@ours.example the report")])
+    answered = types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(id="c0", name="adk_request_confirmation", response={"confirmed": True}))])
+
+    def context(invocation, user, call_id):
+        return ToolContext(InvocationContext(session_service=service, invocation_id=invocation, agent=agent, session=session, user_content=user), function_call_id=call_id)
+
+    gate = AdkGate(toolgate.compile(PROMPTED, "mail.gate"), facts={"stage": "main"})
+    assert gate.before_tool_callback(send, {"to": "boss@ours.example"}, context("i1", answered, "c1")) is not None
+    for n in range(2, 18):
+        gate.before_tool_callback(send, {"to": "boss@ours.example"}, context(f"i{n}", said, f"c{n}"))
+    # i1 comes back late: a new turn of the state, with no message of its own.
+    late = gate.before_tool_callback(send, {"to": "boss@ours.example"}, context("i1", answered, "c18"))
+    assert late["toolgate"]["rule"] == "typed_by_the_user"
+    # The newest invocation's next call; then i1's again.
+    gate.before_tool_callback(send, {"to": "boss@ours.example"}, context("i17", said, "c19"))
+    again = gate.before_tool_callback(send, {"to": "boss@ours.example"}, context("i1", answered, "c20"))
+    assert again is not None and again["toolgate"]["rule"] == "typed_by_the_user", "i17's message vouched for i1's call"

@@ -287,3 +287,151 @@ def test_each_turn_sends_its_own_prompt_and_outputs():
     assert sent == ["boss@ours.example"]
     refused = toolgate_of(tool_messages(second["messages"])["c4"])
     assert (refused["kind"], refused["provenance"]["call"]) == ("provenance", "c3")
+
+
+# Budgets over batches (issue 25): the middleware judges each model message with a
+# `TurnState` per LangGraph thread, so `per session` and `per turn` counts are kept across the
+# agent's model messages and user turns, as the other adapters keep them.
+
+
+def budgeted(budget):
+    import toolgate
+
+    return toolgate.compile(f"{AGENT_GATE}budget {budget}\n", "agent.gate")
+
+
+def refund(call_id, amount):
+    return AIMessage("", tool_calls=[tool_call(call_id, "refund", amount=amount)])
+
+
+def test_a_session_budget_allows_its_count_across_model_messages_and_turns_and_denies_the_next():
+    policy = budgeted("cap for refund { count <= 2 per session }")
+    script = [refund("c1", 5), refund("c2", 6), AIMessage("done"), refund("c3", 7), AIMessage("no more")]
+    agent, model, ran = agent_with(policy, script, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t-budget"}}
+    first = agent.invoke({"messages": [HumanMessage("refund 5, then 6")]}, config)
+    assert [tool_messages(first["messages"])[c].status for c in ("c1", "c2")] == ["success", "success"]
+    second = agent.invoke({"messages": [HumanMessage("and 7")]}, config)
+    assert ran.calls == [("refund", 5), ("refund", 6)]
+    refusal = tool_messages(second["messages"])["c3"]
+    assert (toolgate_of(refusal)["kind"], toolgate_of(refusal)["rule"]) == ("budget", "cap")
+    assert "0 of 2 left per session" in refusal.content, refusal.content
+    # The model reads the refusal's text as the tool's result.
+    [seen] = [m for m in model.seen[-1] if isinstance(m, ToolMessage) and m.tool_call_id == "c3"]
+    assert "0 of 2 left per session" in seen.content
+
+
+def test_another_thread_is_another_session_with_its_own_count():
+    policy = budgeted("cap for refund { count <= 1 per session }")
+    script = [refund("c1", 5), AIMessage("done"), refund("c2", 6), AIMessage("done"), refund("c3", 7), AIMessage("no")]
+    agent, _, ran = agent_with(policy, script, checkpointer=InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("refund 5")]}, {"configurable": {"thread_id": "t-a"}})
+    agent.invoke({"messages": [HumanMessage("refund 6")]}, {"configurable": {"thread_id": "t-b"}})
+    third = agent.invoke({"messages": [HumanMessage("refund 7")]}, {"configurable": {"thread_id": "t-a"}})
+    assert ran.calls == [("refund", 5), ("refund", 6)]
+    assert toolgate_of(tool_messages(third["messages"])["c3"])["kind"] == "budget"
+
+
+def test_a_denied_call_consumes_nothing():
+    policy = budgeted("cap for refund { count <= 2 per session }")
+    script = [
+        refund("c1", 500),  # denied by small_refund
+        AIMessage("", tool_calls=[tool_call("c2", "web_fetch", url="https://example.com"), tool_call("c3", "refund", amount=5)]),  # latched
+        AIMessage("sorry"),
+        refund("c4", 5),
+        refund("c5", 6),
+        refund("c6", 7),
+        AIMessage("done"),
+    ]
+    agent, _, ran = agent_with(policy, script, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t-denied"}}
+    first = agent.invoke({"messages": [HumanMessage("refund 500, read the page, refund 5")]}, config)
+    assert [toolgate_of(tool_messages(first["messages"])[c])["kind"] for c in ("c1", "c3")] == ["args", "latch"]
+    second = agent.invoke({"messages": [HumanMessage("refund 5, 6 and 7")]}, config)
+    assert ran.calls == [("web_fetch", "https://example.com"), ("refund", 5), ("refund", 6)], ran.calls
+    assert "0 of 2 left per session" in tool_messages(second["messages"])["c6"].content
+
+
+def test_a_turn_budget_starts_again_with_the_next_user_message():
+    policy = budgeted("cap for refund { count <= 1 per turn }")
+    script = [refund("c1", 5), refund("c2", 6), AIMessage("one only"), refund("c3", 7), AIMessage("done")]
+    agent, _, ran = agent_with(policy, script, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t-turn"}}
+    first = agent.invoke({"messages": [HumanMessage("refund 5 and 6")]}, config)
+    assert "0 of 1 left in one user turn" in tool_messages(first["messages"])["c2"].content
+    second = agent.invoke({"messages": [HumanMessage("refund 7")]}, config)
+    assert tool_messages(second["messages"])["c3"].status == "success"
+    assert ran.calls == [("refund", 5), ("refund", 7)]
+
+
+def test_runs_without_a_thread_share_one_session_so_leaving_the_id_out_never_resets_a_count():
+    policy = budgeted("cap for refund { count <= 1 per session }")
+    agent, _, ran = agent_with(policy, [refund("c1", 5), AIMessage("done"), refund("c2", 6), AIMessage("no")])
+    agent.invoke({"messages": [HumanMessage("refund 5")]})
+    out = agent.invoke({"messages": [HumanMessage("refund 6")]})
+    assert ran.calls == [("refund", 5)]
+    assert toolgate_of(tool_messages(out["messages"])["c2"])["kind"] == "budget"
+
+
+def test_a_message_that_asks_is_counted_once_across_the_interrupt_and_the_resume():
+    """LangGraph runs `after_model` again when the run resumes: the judgement before the
+    interrupt counts nothing, the one with the person's answer counts what runs."""
+    import toolgate
+    from langgraph.types import Command
+
+    from conftest import ASK_GATE
+
+    policy = toolgate.compile(f"{ASK_GATE}budget cap for refund {{ count <= 2 per session }}\n", "agent.gate")
+    script = [
+        AIMessage("", tool_calls=[tool_call("c1", "refund", amount=80), tool_call("c2", "refund", amount=20)]),
+        refund("c3", 10),
+        AIMessage("done"),
+    ]
+    gate = toolgate_middleware(policy, facts={"stage": "main"}, asks=True)
+    agent, _, ran = agent_with(policy, script, checkpointer=InMemorySaver(), middleware=gate)
+    config = {"configurable": {"thread_id": "t-asks"}}
+    out = agent.invoke({"messages": [HumanMessage("refund 80 and 20")]}, config)
+    assert "__interrupt__" in out and ran.calls == []
+    out = agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
+    assert sorted(ran.calls) == [("refund", 20), ("refund", 80)], ran.calls
+    assert "0 of 2 left per session" in tool_messages(out["messages"])["c3"].content
+
+
+def test_outputs_the_middleware_cannot_send_are_never_filled_in_by_its_turn_state():
+    """The session's `TurnState` keeps the budget counts, not the outputs: when the agent
+    state's outputs are incomplete (here a trusted lookup's result is not JSON data) the
+    message is judged without outputs and a check that reads them denies, though the state
+    itself awaits no untrusted call and would have called its outputs complete."""
+    from datetime import datetime
+
+    import toolgate
+
+    policy = toolgate.compile(
+        "module mail\nread lookup_contact\nwrite send_email\nstage main { tools [lookup_contact, send_email] }\n"
+        "rule known for send_email { require args.to not from ingest }\n",
+        "mail.gate",
+    )
+    sent: List[str] = []
+
+    @tool
+    def lookup_contact(who: str) -> Any:
+        """A contact's card."""
+        return [{"type": "json", "json": {"email": "boss@ours.example", "seen": datetime(2026, 1, 2)}}]
+
+    @tool
+    def send_email(to: str) -> str:
+        """Sends a mail."""
+        sent.append(to)
+        return "sent"
+
+    script = [
+        AIMessage("", tool_calls=[tool_call("c1", "lookup_contact", who="boss")]),
+        AIMessage("", tool_calls=[tool_call("c2", "send_email", to="boss@ours.example")]),
+        AIMessage("done"),
+    ]
+    model = ScriptedModel(messages=iter(script), seen=[])
+    agent = create_agent(model, [lookup_contact, send_email], middleware=[toolgate_middleware(policy, facts={"stage": "main"})])
+    out = agent.invoke({"messages": [HumanMessage("mail the boss")]})
+    assert sent == []
+    refused = toolgate_of(tool_messages(out["messages"])["c2"])
+    assert (refused["kind"], refused["rule"]) == ("args", "known")

@@ -62,6 +62,7 @@ state.signal(policy, 'msg-1');
 const judged: Response = state.judge(policy, { calls: [] }, 'msg-1', 'm1');
 const kept: Decision | null = state.decision(policy, 'a', 't', {}, 'msg-1', 'm1');
 state.recordCall('t', true, 'msg-1');
+const prompted: boolean = state.setPrompt('the user said', 'msg-1') && state.setPrompt('again');
 const latches: LatchState = state.latches(policy, 'msg-1');
 const ages: (number | undefined)[] = state.called.map((c) => c.turns_ago);
 const again = new AdapterTurn(policy, { stage: 's' }, { state, id: 'msg-1' });

@@ -88,7 +88,11 @@ class TurnState:
     Turn ids are the framework's new-turn signal: an id never seen starts a turn; a known id
     goes back to its own turn and latches, whatever came in between."""
 
-    def __init__(self) -> None: ...
+    def __init__(self, *, keeps_provenance: bool = True) -> None:
+        """A session with no turn signalled yet. ``keeps_provenance=False``: the executor
+        sends ``facts.prompt`` and ``facts.outputs`` itself with every batch (the LangChain
+        middleware); one it leaves out is judged unknown (a check reading it denies), never
+        filled in from this state, and ``set_prompt`` keeps nothing."""
     def signal(self, policy: Source, id: Optional[str] = None) -> None:
         """A new user message (turn ``id``, if it has one); a known id changes nothing.
         Raises ``TurnError`` when the session holds the most latched turns it may."""
@@ -118,8 +122,12 @@ class TurnState:
         ``facts.outputs`` with the turn's later batches. Until every allowed call whose output
         the policy reads as untrusted has its output recorded, none is sent, and a check that
         reads them denies."""
-    def set_prompt(self, prompt: str) -> None:
-        """Keeps the user's message of the current turn, sent as ``facts.prompt``."""
+    def set_prompt(self, prompt: str, turn: Optional[str] = None) -> bool:
+        """Keeps the user's message of ``turn`` (default: the current turn), sent as
+        ``facts.prompt`` with its later batches, only if ``turn`` is the session's current
+        turn, checked and kept under the state's lock; whether it was kept. A late message of
+        an earlier turn, or of an id the state does not know, is refused. Never starts a
+        turn."""
     def record_call(self, tool: str, ok: bool = True, turn: Optional[str] = None) -> None:
         """Records that ``tool`` ran in ``turn`` (undated if the turn is unknown)."""
     def latches(self, policy: Source, turn: Optional[str] = None) -> LatchState:

@@ -30,8 +30,9 @@ JSON data (a ``datetime``, an object) is not kept, and neither is a long-running
 pending result; the turn then awaits that call's output, so every check that reads the
 outputs denies for the rest of the turn. The invocation's user message
 (``tool_context.user_content``, its text parts) is the turn's ``facts.prompt``, set by its
-tool calls while it is the session's newest turn (a late call of an earlier invocation sets
-none). A denial's ``toolgate``
+tool calls with the invocation's id through ``TurnState.set_prompt(prompt, turn)``, which
+keeps it only while that invocation is the session's current turn (a late call of an earlier
+invocation sets none). A denial's ``toolgate``
 dict carries the decision's ``provenance`` object when it has one.
 
 Asks: with ``AdkGate(..., asks=True)`` a call toolgate asks about calls ADK's own
@@ -97,19 +98,11 @@ class AdkGate(Gate):
         turn = self.turn(key, epoch=epoch)
         prompt = _text(getattr(tool_context, "user_content", None))
         if prompt is not None:
-            self._set_prompt(key, turn, prompt)
+            # Kept only while the invocation is its session's current turn, checked by the
+            # state under its own lock: a late call of an earlier invocation must not make
+            # its message vouch for the current turn's values.
+            turn.state.set_prompt(prompt, turn.id)
         return turn
-
-    def _set_prompt(self, key: str, turn: Turn, prompt: str) -> None:
-        """Keeps ``prompt`` as the prompt of ``turn`` if it is its session's current turn.
-        ``TurnState.set_prompt`` sets the current turn's, so a late call of an earlier
-        invocation must not set it: its message would vouch for the current turn's values.
-        Checked and set under the gate's lock, so no other thread starts a turn between."""
-        with self._lock:
-            session = self._sessions.get(key)
-            current = session.current if session is not None else None
-            if current is not None and current.id == turn.id:
-                session.state.set_prompt(prompt)
 
     def before_tool_callback(self, tool: Any, args: Dict[str, Any], tool_context: Any) -> Optional[Dict[str, Any]]:
         """``None`` for an allowed call; the refusal dict (the tool's result) for a denied one.

@@ -39,6 +39,20 @@ the start message rewritten away, a call whose result never came, a call allowed
 later because its arguments changed) no outputs are sent and every check that reads them
 denies, for the rest of the turn.
 
+Budgets over batches (``budget ... per turn``, ``per session``, ``per principal``, ``per
+tenant``): each model message is judged with ``TurnState.judge`` on a ``TurnState`` the
+middleware keeps per session, the mechanism every other adapter's ``Gate`` uses, so the counts
+are kept and consumed in Rust, under the state's lock, as there. A session is the LangGraph
+thread (``config["configurable"]["thread_id"]``), or what ``session(state, runtime)`` returns;
+runs without a thread id share one session, so leaving the id out never starts a count again.
+A turn is one invocation (``before_agent``). What a message's allowed calls consume is counted
+once: a denied call consumes nothing, and with ``asks`` the judgement before the interrupt
+counts nothing (LangGraph runs it again on resume; the judgement with the person's answer is
+the one counted). The counts live in the process, from zero when it starts (a checkpointer
+does not keep them), and a session's stay until ``end(thread_id)``; the facts you pass may not
+bring their own ``spent`` (such a message is denied). A denial reads ``"... N of M left per
+session"``, with ``kind`` ``"budget"`` and the budget's name as ``rule``.
+
 Asks: with ``toolgate_middleware(..., asks=True)`` (and a checkpointer), the calls of a
 message that toolgate asks about raise one LangGraph ``interrupt`` in
 ``HumanInTheLoopMiddleware``'s shape: ``{"action_requests": [{"name", "args",
@@ -54,14 +68,17 @@ an ask is a denial with its reason.
 
 
 import math
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union, cast
+import threading
+import uuid
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
-from .._native import Policy, PolicyStore
+from .._native import Policy, PolicyStore, TurnState
 from .turn import rejected, unjudged
 
 LATCHED = "toolgate_latched"
 VERDICTS = "toolgate_verdicts"
-# The turn: {"start": id of the message it started at, "prompt": that message's text or None}.
+# The turn: {"start": id of the message it started at, "prompt": that message's text or None,
+# "id": the turn's id in the session's `TurnState`}.
 TURN = "toolgate_turn"
 # The calls allowed this turn, [call id, tool] each: every one awaits its result.
 ALLOWED = "toolgate_allowed"
@@ -71,18 +88,34 @@ ALLOWED = "toolgate_allowed"
 MAX_OUTPUT_DEPTH = 100
 
 Facts = Union[Mapping[str, Any], Callable[[Any, Any], Mapping[str, Any]], None]
+Session = Optional[Callable[[Any, Any], Any]]
 
 _CLASS: Optional[type] = None
 
 
-def toolgate_middleware(policy: Union[Policy, PolicyStore], facts: Facts = None, asks: bool = False) -> Any:
+def toolgate_middleware(policy: Union[Policy, PolicyStore], facts: Facts = None, asks: bool = False, *, session: Session = None) -> Any:
     """An ``AgentMiddleware`` for ``create_agent``.
 
     ``facts`` is a mapping, or a function ``(state, runtime) -> mapping`` called for every
     model message (the stage, filled fields, ...). ``asks``: toolgate's asks interrupt the
     run for a person (see the module doc); else an ask is a denial with its reason.
+    ``session``: a function ``(state, runtime) -> key`` naming the conversation whose budget
+    counts a message is judged with (default: the LangGraph thread id; ``""`` without one).
     """
-    return _middleware_class()(policy, facts, asks)
+    return _middleware_class()(policy, facts, asks, session)
+
+
+def _thread_of(runtime: Any) -> str:
+    """The LangGraph thread the node runs in (``""`` without one): the session's key."""
+    thread = getattr(getattr(runtime, "execution_info", None), "thread_id", None)
+    if thread is None:
+        try:
+            from langgraph.config import get_config
+
+            thread = (get_config().get("configurable") or {}).get("thread_id")
+        except Exception:  # noqa: BLE001 - outside a run: no thread, the shared session
+            thread = None
+    return "" if thread is None else str(thread)
 
 
 def _middleware_class() -> type:
@@ -113,18 +146,41 @@ def _build() -> type:
 
         state_schema = ToolgateState
 
-        def __init__(self, policy: Union[Policy, PolicyStore], facts: Facts = None, asks: bool = False) -> None:
+        def __init__(self, policy: Union[Policy, PolicyStore], facts: Facts = None, asks: bool = False, session: Session = None) -> None:
             super().__init__()
             self.policy = policy
             self.facts = facts
             self.asks = asks
+            self.session = session
+            # A `TurnState` per session, for its budget counts (its latches too, ORed into
+            # the agent state's). The executor's own prompt and outputs are sent with every
+            # message, so the state never fills them in.
+            self._states: Dict[str, TurnState] = {}
+            self._lock = threading.Lock()
+
+        def _state_of(self, state: Any, runtime: Any) -> TurnState:
+            key = self.session(state, runtime) if self.session is not None else _thread_of(runtime)
+            key = "" if key is None else str(key)
+            with self._lock:
+                turns = self._states.get(key)
+                if turns is None:
+                    turns = self._states[key] = TurnState(keeps_provenance=False)
+                return turns
+
+        def end(self, session: str = "") -> None:
+            """Forgets a session's turn state (its ``per turn`` and ``per session`` counts).
+            Only for a conversation that is over: a later message of that session starts
+            its counts from zero."""
+            with self._lock:
+                self._states.pop(str(session), None)
 
         def before_agent(self, state: Any, runtime: Any) -> Dict[str, Any]:
             """A new user message: latches clear, no verdicts, no calls allowed; the turn
-            starts at the last message (the user's), whose text is its prompt."""
+            starts at the last message (the user's), whose text is its prompt, under a new
+            id in the session's ``TurnState`` (its ``per turn`` counts start again)."""
             messages = state.get("messages") or []
             last = messages[-1] if messages else None
-            turn = {"start": getattr(last, "id", None), "prompt": _prompt(last)}
+            turn = {"start": getattr(last, "id", None), "prompt": _prompt(last), "id": f"langchain-turn:{uuid.uuid4().hex}"}
             return {LATCHED: False, VERDICTS: {}, TURN: turn, ALLOWED: []}
 
         async def abefore_agent(self, state: Any, runtime: Any) -> Dict[str, Any]:
@@ -149,12 +205,19 @@ def _build() -> type:
                 if outputs is not None:
                     facts["outputs"] = outputs
             policy = self.policy.current() if isinstance(self.policy, PolicyStore) else self.policy
+            turn_id = turn.get("id") if isinstance(turn.get("id"), str) else None
             try:
-                response = policy.decide({"facts": facts, "calls": calls})
+                turns = self._state_of(state, runtime)
+                # With asks, LangGraph runs this again when the run resumes: a judgement
+                # that may end in an interrupt counts nothing; the one the calls run on does.
+                response = turns.judge(policy, {"facts": facts, "calls": calls}, turn_id, spend=not self.asks)
                 decisions = cast(List[Dict[str, Any]], response["decisions"])
                 asking = [d for d in decisions if d.get("kind") == "ask"]
                 if self.asks and asking:
-                    decisions = self._ask(policy, facts, calls, asking)
+                    response, decisions = self._ask(turns, policy, turn_id, facts, calls, asking)
+                elif self.asks:
+                    response = turns.judge(policy, {"facts": facts, "calls": calls}, turn_id)
+                    decisions = cast(List[Dict[str, Any]], response["decisions"])
             except GraphInterrupt:
                 raise  # the run pauses for the person; judged again when it resumes
             except Exception as e:  # noqa: BLE001 - any failure denies, with its reason
@@ -167,9 +230,12 @@ def _build() -> type:
                 ALLOWED: allowed,
             }
 
-        def _ask(self, policy: Policy, facts: Dict[str, Any], calls: List[Dict[str, Any]], asking: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-            """Interrupts for the person's decisions on ``asking``; the message's decisions
-            judged again with the approved digests, the declined asks refused."""
+        def _ask(
+            self, turns: TurnState, policy: Policy, turn_id: Optional[str], facts: Dict[str, Any], calls: List[Dict[str, Any]], asking: List[Dict[str, Any]]
+        ) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+            """Interrupts for the person's decisions on ``asking``; the message judged again
+            (and counted) with the approved digests: its response, and its decisions with the
+            declined asks refused."""
             from langgraph.types import interrupt
 
             args = {c["id"]: c["args"] for c in calls}
@@ -188,8 +254,9 @@ def _build() -> type:
                     approved.append(d["approval"])
                 else:
                     declined[d["id"]] = a.get("message") if isinstance(a, Mapping) else None
-            decisions = cast(List[Dict[str, Any]], policy.decide({"facts": dict(facts, approvals=approved), "calls": calls})["decisions"])
-            return [rejected(d, declined[d["id"]]) if d["id"] in declined and d.get("kind") == "ask" else d for d in decisions]
+            response = turns.judge(policy, {"facts": dict(facts, approvals=approved), "calls": calls}, turn_id)
+            decisions = cast(List[Dict[str, Any]], response["decisions"])
+            return response, [rejected(d, declined[d["id"]]) if d["id"] in declined and d.get("kind") == "ask" else d for d in decisions]
 
         async def aafter_model(self, state: Any, runtime: Any) -> Optional[Dict[str, Any]]:
             return self.after_model(state, runtime)

@@ -505,8 +505,10 @@ class Gate:
         with self._lock:
             session = self._session(key)
             turn = self._enter(session, _new_id() if epoch is None else str(epoch), facts)
-            if prompt is not None and turn is session.current:
-                session.state.set_prompt(prompt)
+            if prompt is not None:
+                # The state checks that the turn is its current one (not the gate's record of
+                # it, which a late call of a turn the state no longer keeps can outdate).
+                session.state.set_prompt(prompt, turn.id)
             return turn
 
     def turn(self, key: str = "", epoch: Any = None) -> Turn:
