@@ -33,6 +33,10 @@ pub struct Guide {
     pub fact_regexes: BTreeMap<Vec<Seg>, Vec<String>>,
     /// `max_turns` per stage.
     pub max_turns: BTreeMap<String, u64>,
+    /// Whether the policy or its invariants read where values came from (`from`,
+    /// `mentions`, a latch's `blocks tainted`): then the search also plants the arguments'
+    /// values in generated `facts.outputs` (untrusted) and `facts.prompt` (trusted).
+    pub provenance: bool,
 }
 
 /// One step of a path.
@@ -62,6 +66,9 @@ impl Guide {
                 if let Some(m) = &s.max_turns {
                     g.max_turns.insert(s.name.name.clone(), m.node);
                 }
+            }
+            if let Item::Latch(l) = item {
+                g.provenance |= !l.blocks_tainted.is_empty();
             }
         }
         let urls = url_candidates(&hosts);
@@ -123,6 +130,7 @@ impl Guide {
                         PathSegment::Index(i) => Seg::Index(*i),
                     })
                     .collect();
+                self.provenance |= matches!(pred, Predicate::From(_) | Predicate::Mentions(_));
                 let values = candidates(pred, urls);
                 let regex = match pred {
                     Predicate::Matches(re) => Some(re.node.clone()),

@@ -293,6 +293,10 @@ fn check_one(
 struct Case {
     point: usize,
     args: Vec<Option<Value>>,
+    /// Where each generated argument value (by [`Guide::args`] path) also appears, for a
+    /// policy that reads provenance ([`Guide::provenance`]): [`NOWHERE`], [`UNTRUSTED`],
+    /// [`PROMPT`] or [`BOTH`]. `None`: the request carries no `facts.outputs` (nor prompt).
+    sources: Option<Vec<u8>>,
     messages: Option<Vec<Message>>,
     fields: Option<Vec<Option<Value>>>,
     called: Option<Vec<(String, bool, Option<u64>)>>,
@@ -396,6 +400,57 @@ pub(crate) fn guided_search(
     }
 }
 
+/// An argument value planted nowhere: outputs are known, and it is in none.
+const NOWHERE: u8 = 0;
+/// Planted in an untrusted output (a tool the policy does not classify, so untrusted).
+const UNTRUSTED: u8 = 1;
+/// Planted in the prompt (trusted).
+const PROMPT: u8 = 2;
+/// Planted in both: a value the user typed that an untrusted output repeats.
+const BOTH: u8 = 3;
+/// The tool the planted untrusted output is recorded under; no policy classifies it.
+const UNTRUSTED_SOURCE: &str = "toolgate_search_untrusted_source";
+
+/// The request's `facts.outputs` and `facts.prompt` from the case's plan: each argument
+/// value in an untrusted output, the prompt, both or neither.
+fn plant_sources(request: &mut Request, guide: &Guide, case: &Case) {
+    let Some(marks) = &case.sources else {
+        return;
+    };
+    let mut untrusted = Vec::new();
+    let mut prompt = Vec::new();
+    for (value, mark) in case.args.iter().zip(marks) {
+        let Some(v) = value else { continue };
+        if matches!(*mark, UNTRUSTED | BOTH) {
+            untrusted.push(v.clone());
+        }
+        if matches!(*mark, PROMPT | BOTH) {
+            prompt_text(v, &mut prompt);
+        }
+    }
+    debug_assert_eq!(marks.len(), guide.args.len());
+    let outputs = if untrusted.is_empty() {
+        Vec::new()
+    } else {
+        vec![
+            serde_json::json!({"id": "search-output", "tool": UNTRUSTED_SOURCE, "output": untrusted}),
+        ]
+    };
+    request.facts.outputs = Some(Value::Array(outputs));
+    request.facts.prompt = (!prompt.is_empty()).then(|| prompt.join(" "));
+}
+
+/// The text of a value's leaves, as a user would type them.
+fn prompt_text(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|i| prompt_text(i, out)),
+        Value::Object(m) => m.values().for_each(|i| prompt_text(i, out)),
+        Value::Null => {}
+        other => out.push(other.to_string()),
+    }
+}
+
 /// The enumerated request with the open call's arguments and the generated facts.
 fn fill(base: &Request, call: usize, case: &Case, guide: &Guide) -> Request {
     let mut request = base.clone();
@@ -438,6 +493,7 @@ fn fill(base: &Request, call: usize, case: &Case, guide: &Guide) -> Request {
         facts.principal = m.remove(toolgate_engine::schema::PRINCIPAL);
         facts.other = m;
     }
+    plant_sources(&mut request, guide, case);
     request
 }
 
@@ -624,14 +680,42 @@ fn case_strategy(guide: &Guide, points: usize) -> BoxedStrategy<Case> {
         1 => Just(None),
         3 => prop::collection::vec(entry, 0..=3).prop_map(Some),
     ];
-    (0..points.max(1), args, messages, fields, called, facts)
-        .prop_map(|(point, args, messages, fields, called, facts)| Case {
-            point,
-            args,
-            messages,
-            fields,
-            called,
-            facts,
-        })
+    // Only for a policy that reads provenance: `Just` draws nothing, so every other
+    // policy's search is the same case for case as before.
+    let n_args = guide.args.len();
+    let sources = if guide.provenance {
+        prop_oneof![
+            1 => Just(None),
+            1 => Just(Some(vec![NOWHERE; n_args])),
+            4 => prop::collection::vec(
+                prop::sample::select(vec![NOWHERE, UNTRUSTED, UNTRUSTED, PROMPT, BOTH]),
+                n_args..=n_args,
+            )
+            .prop_map(Some),
+        ]
+        .boxed()
+    } else {
+        Just(None).boxed()
+    };
+    (
+        0..points.max(1),
+        args,
+        messages,
+        fields,
+        called,
+        facts,
+        sources,
+    )
+        .prop_map(
+            |(point, args, messages, fields, called, facts, sources)| Case {
+                point,
+                args,
+                sources,
+                messages,
+                fields,
+                called,
+                facts,
+            },
+        )
         .boxed()
 }

@@ -332,3 +332,63 @@ fn a_change_neither_proved_nor_shown_is_undecided_and_held() {
     );
     assert!(sets.render().contains("undecided: `pay`"));
 }
+
+/// A requirement on where a value came from, dropped while another provenance test stays:
+/// without `facts.outputs` both policies deny (unknown), with outputs that hold nothing both
+/// allow, so only outputs that hold the dropped argument's value show the widening. The
+/// search plants argument values in generated outputs and the prompt for a policy that reads
+/// provenance; before, it generated none and the change was only "undecided" (held, with no
+/// request to show).
+#[test]
+fn a_dropped_provenance_requirement_is_found_with_outputs_that_show_it() {
+    let old = "module m\nwrite send\ningest fetch\nstage main { tools [send, fetch] }\nrule safe_send for send {\n  require args.to == \"boss@corp.example\"\n  require args.to not from ingest\n  require args.cc not from ingest\n}\n";
+    let new = old.replace("  require args.cc not from ingest\n", "");
+    let d = checked_diff(&compile(old), &compile(&new));
+    assert!(d.undecided.is_empty(), "{:?}", d.undecided);
+    let [w] = d.widenings.as_slice() else {
+        panic!("one widening expected: {:?}", summaries(&d.widenings));
+    };
+    assert!(w.searched);
+    let cc = w.request.calls[w.call].args["cc"].clone();
+    let outputs = w
+        .request
+        .facts
+        .outputs
+        .as_ref()
+        .expect("the witness carries outputs");
+    assert!(
+        outputs.to_string().contains(&cc.to_string()),
+        "the dropped argument's value is in an untrusted output: {outputs}"
+    );
+    let denied = compile(old).decide(&w.request).decisions[w.call].clone();
+    assert_eq!(
+        denied.kind,
+        Some(toolgate_engine::DenyKind::Provenance),
+        "{denied:?}"
+    );
+
+    // The other way, the requirement added back is a narrowing with such outputs too.
+    let back = checked_diff(&compile(&new), &compile(old));
+    assert!(
+        back.widenings.is_empty() && back.undecided.is_empty(),
+        "{back:?}"
+    );
+    assert_eq!(
+        back.narrowings.len(),
+        1,
+        "{:?}",
+        summaries(&back.narrowings)
+    );
+
+    // A value the user typed as well is vouched for: the prompt is planted too, and a
+    // policy that accepts `from prompt` is told apart from one that does not.
+    let strict = "module m\nwrite send\ningest fetch\nstage main { tools [send, fetch] }\nrule r for send {\n  require args.to not from ingest\n}\n";
+    let lenient = strict.replace(
+        "args.to not from ingest",
+        "args.to not from ingest or args.to from prompt",
+    );
+    let d = checked_diff(&compile(strict), &compile(&lenient));
+    assert!(d.widenings.is_empty(), "{:?}", summaries(&d.widenings));
+    let d = checked_diff(&compile(&lenient), &compile(strict));
+    assert!(d.widenings.is_empty() && d.undecided.is_empty(), "{d:?}");
+}

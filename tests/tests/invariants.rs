@@ -456,3 +456,33 @@ fn loose_patterns_are_caught_within_a_small_budget() {
         );
     }
 }
+
+/// An invariant about provenance breaks with a request whose outputs show the value as
+/// untrusted: the search plants argument values in generated `facts.outputs` for a policy
+/// that reads provenance, so the counterexample is the attack itself (before, it was a
+/// request with no outputs at all, broken only because an unknown `when` counts).
+#[test]
+fn a_provenance_invariant_breaks_with_the_value_in_an_untrusted_output() {
+    let policy = compile(
+        "module m\nwrite send\ningest fetch\nstage main { tools [send, fetch] }\n\
+         rule to_only for send { require args.to not from ingest }\n\
+         invariant no_injected_cc { never allow send when args.cc from ingest }\n",
+    );
+    let results = check_policy(&policy, None, &CONFIG).unwrap();
+    let cx = result(&results, "no_injected_cc")
+        .counterexample
+        .as_ref()
+        .expect("cc is never checked");
+    let cc = cx.request.calls[cx.call].args["cc"].to_string();
+    let outputs = cx.request.facts.outputs.as_ref().expect("outputs planted");
+    assert!(outputs.to_string().contains(&cc), "{outputs}");
+
+    // With the rule for cc as well, the invariant holds over the generated outputs.
+    let fixed = compile(
+        "module m\nwrite send\ningest fetch\nstage main { tools [send, fetch] }\n\
+         rule to_only for send { require args.to not from ingest  require args.cc not from ingest }\n\
+         invariant no_injected_cc { never allow send when args.cc from ingest }\n",
+    );
+    let results = check_policy(&fixed, None, &CONFIG).unwrap();
+    assert!(results.iter().all(InvariantResult::passed), "{results:?}");
+}
