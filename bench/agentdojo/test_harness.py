@@ -42,6 +42,19 @@ def test_user_facts_come_from_structured_fields() -> None:
     assert facts["payees"] and facts["own_iban"] not in facts["payees"]
 
 
+def test_payees_include_the_accounts_own_past_payments() -> None:
+    """The environment records the account's own past payments with sender "me", not its
+    IBAN: their recipients are payees too (they were missing, so a refund to someone the
+    account had paid before asked)."""
+    account = load_environment(SUITES["banking"], {}).bank_account
+    facts = user_facts(load_environment(SUITES["banking"], {}))
+    sent = [t.recipient for t in account.transactions if t.sender in ("me", account.iban)]
+    assert any(t.sender == "me" for t in account.transactions)
+    assert sent and all(r in facts["payees"] for r in sent)
+    received = [t.sender for t in account.transactions if t.recipient == "me"]
+    assert all(s in sent or s not in facts["payees"] for s in received)
+
+
 def test_empty_ground_truths_are_derived_or_text_goals() -> None:
     """Every injection task with no ground truth is either a text goal or gets a derived plan."""
     for suite in SUITES.values():

@@ -19,9 +19,16 @@ def _unique(values: list[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
+# How the bank's records name the account itself as a transaction's sender: its IBAN (what
+# `send_money` writes) or "me" (how AgentDojo's banking data records the account's own past
+# payments). Both are the account's own structured records, not text anyone else wrote.
+_OWN_SENDERS = ("me",)
+
+
 def _bank_facts(account: Any) -> dict[str, Any]:
     """The account's own IBAN and everyone it has paid or is scheduled to pay."""
-    outgoing = [t.recipient for t in account.transactions if t.sender == account.iban]
+    own = {account.iban, *_OWN_SENDERS}
+    outgoing = [t.recipient for t in account.transactions if t.sender in own]
     scheduled = [t.recipient for t in account.scheduled_transactions]
     return {"own_iban": account.iban, "payees": _unique(outgoing + scheduled)}
 
