@@ -2588,6 +2588,55 @@ fn an_ask_goes_to_the_person(client: &str, protocol: &str) {
     assert_eq!(s2.reached(), ["read_file"]);
 }
 
+/// A latch-setting call that asks: approved or refused, the pre-scan latched the turn when the
+/// call was first judged, so the client is told to list the tools again (the write is now
+/// disabled), and a later write of the turn is refused. (Before this test, read from the
+/// code only.)
+#[test]
+fn an_asked_latch_setter_tells_the_client_to_list_again_whether_or_not_it_ran() {
+    if !python_ready() {
+        return;
+    }
+    let policy = format!(
+        "{POLICY}\nrule careful_fetch for fetch_url {{ ask when args.url == \"https://docs.rs/x\" }}\n"
+    );
+    for (answer, ran) in [("approve", true), ("reject", false)] {
+        let s = Setup::with_policy(&format!("ask-setter-{answer}"), &policy);
+        let script = json!({
+            "client": "session",
+            "command": s.command(&[]),
+            "env": {"CALL_LOG": s.call_log()},
+            "elicit": [answer],
+            "steps": [
+                call("read_file", json!({"path": "a"})),
+                {"op": "notifications"},
+                call("fetch_url", json!({"url": "https://docs.rs/x"})),
+                {"op": "notifications"},
+                call("write_file", json!({"path": "a", "text": "x"})),
+            ],
+        });
+        let (_, out) = s.run_client(Sdk::Python, script);
+        assert_eq!(out[1]["notifications"], json!([]), "a read changes nothing");
+        assert_eq!(out[2]["isError"], !ran, "{answer}: {}", out[2]);
+        assert_eq!(
+            out[3]["notifications"],
+            json!(["notifications/tools/list_changed"]),
+            "{answer}"
+        );
+        assert!(
+            refusal(&out[4]).contains("untrusted"),
+            "{answer}: {}",
+            out[4]
+        );
+        let expected: &[&str] = if ran {
+            &["read_file", "fetch_url"]
+        } else {
+            &["read_file"]
+        };
+        assert_eq!(s.reached(), expected, "{answer}");
+    }
+}
+
 #[test]
 fn an_ask_is_put_to_the_person_through_elicitation_and_only_a_yes_runs_it() {
     if python_ready() {
