@@ -1089,8 +1089,8 @@ fn check_tools(
 }
 
 /// Every upstream tool classified; `write_file` and `fetch_url` as `read`, against their hints.
-const MISCLASSIFIED: &str = "module hints\nread read_file, write_file, fetch_url, big, fail, crash, hang, secret\nstage main { tools [read_file] }\n";
-const CLASSIFIED: &str = "module hints\nwrite write_file\ningest fetch_url\nread read_file, big, fail, crash, hang, secret\nstage main { tools [read_file] }\n";
+const MISCLASSIFIED: &str = "module hints\nread read_file, write_file, fetch_url, big, fail, crash, hang, secret\nwrite publish\nstage main { tools [read_file] }\n";
+const CLASSIFIED: &str = "module hints\nwrite write_file, publish\ningest fetch_url\nread read_file, big, fail, crash, hang, secret\nstage main { tools [read_file] }\n";
 
 #[test]
 fn check_tools_reads_a_real_mcp_tools_list_and_warns_where_a_class_contradicts_a_hint() {
@@ -1110,7 +1110,7 @@ fn check_tools_reads_a_real_mcp_tools_list_and_warns_where_a_class_contradicts_a
         assert_eq!(code, Some(0), "{file}: {stderr}");
         assert!(
             stdout.contains(&format!(
-                "{file}: 8 tools checked against module `hints`: 0 unclassified, 0 in the policy only, 2 against an annotation hint"
+                "{file}: 9 tools checked against module `hints`: 0 unclassified, 0 in the policy only, 2 against an annotation hint"
             )),
             "{file}: {stdout}"
         );
@@ -2634,6 +2634,80 @@ fn an_asked_latch_setter_tells_the_client_to_list_again_whether_or_not_it_ran() 
             &["read_file"]
         };
         assert_eq!(s.reached(), expected, "{answer}");
+    }
+}
+
+/// An approved call whose server then asks its own question (an `InputRequiredResult` of
+/// upstream's, which speaks 2026-07-28 to the proxy) completes. Under `2026-07-28` the client
+/// answers upstream's form and retries with the proxy's sealed token in place of upstream's
+/// state, which carries the person's approval of exactly that call once, and upstream gets its
+/// own state back (continuation.rs); under `2025-11-25` the proxy puts upstream's form to the
+/// client as `elicitation/create` and retries upstream itself. Before, the proxy spoke only
+/// the old handshake to upstream, so upstream could not ask at all (the SDK's server failed
+/// the call). A "no" at either form still stops it; a "no" to toolgate's never reaches
+/// upstream.
+#[test]
+fn an_approved_call_can_answer_upstreams_own_question_in_either_protocol() {
+    if !python_ready() {
+        return;
+    }
+    let policy = "module mrtr\nwrite publish\nstage main { tools [publish] }\nrule careful for publish { ask when args.path == \"prod\" }\n";
+    for (client, protocol) in [("high-level", "2026-07-28"), ("session", "2025-11-25")] {
+        for (answers, published, reached) in [
+            // Both say yes: upstream asked once, then ran once.
+            (
+                json!(["approve", "approve"]),
+                Some(true),
+                vec!["publish_asked", "publish"],
+            ),
+            // Toolgate's yes, upstream's no: upstream's own refusal.
+            (
+                json!(["approve", "reject"]),
+                Some(false),
+                vec!["publish_asked"],
+            ),
+            // Toolgate's no: upstream never sees the call.
+            (json!(["reject"]), None, vec![]),
+        ] {
+            let tag = format!("mrtr-{client}-{}", answers.as_array().unwrap().len());
+            let s = Setup::with_policy(&format!("{tag}-{}", published.map_or(2, u8::from)), policy);
+            let script = json!({
+                "client": client,
+                "command": s.command(&[]),
+                "env": {"CALL_LOG": s.call_log()},
+                "elicit": answers,
+                "steps": [call("publish", json!({"path": "prod"})), {"op": "elicited"}],
+            });
+            let (init, out) = s.run_client(Sdk::Python, script);
+            assert_eq!(init["initialized"]["protocolVersion"], protocol, "{init}");
+            let text = out[0]["texts"][0].as_str().unwrap_or_default().to_string();
+            match published {
+                Some(true) => {
+                    assert_eq!(out[0]["isError"], false, "{}", out[0]);
+                    assert_eq!(text, "published prod", "{}", out[0]);
+                }
+                Some(false) => assert_eq!(text, "not published: prod", "{}", out[0]),
+                None => assert!(
+                    refusal(&out[0]).ends_with("The person did not approve it."),
+                    "{}",
+                    out[0]
+                ),
+            }
+            let forms: Vec<&str> = out[1]["elicited"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["message"].as_str().unwrap())
+                .collect();
+            assert!(forms[0].starts_with("toolgate asks:"), "{forms:?}");
+            if published.is_some() {
+                assert_eq!(forms.len(), 2, "{forms:?}");
+                assert_eq!(forms[1], "upstream asks: publish prod?", "{forms:?}");
+            } else {
+                assert_eq!(forms.len(), 1, "{forms:?}");
+            }
+            assert_eq!(s.reached(), reached);
+        }
     }
 }
 

@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 
 mod ask;
+mod continuation;
 mod expired;
 pub mod http;
 mod session;
@@ -34,12 +35,13 @@ mod upstream;
 
 pub use upstream::{ConnectError, Upstream};
 
+use continuation::Opened;
 use expired::Expired;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, ErrorCode, ErrorData, Implementation, InitializeRequestParams, InitializeResult,
-    ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
-    ServerConfig,
+    InputRequest, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
@@ -150,6 +152,10 @@ pub fn choose_stage(policy: &Policy, asked: Option<&str>) -> Result<String, Stag
     }
 }
 
+/// The most rounds of upstream's own input requests the proxy answers for one call of a
+/// client before `2026-07-28`.
+const MAX_INPUT_ROUNDS: usize = 8;
+
 /// The MCP server side of the proxy: one per client connection.
 pub struct Proxy {
     config: Arc<Config>,
@@ -160,6 +166,9 @@ pub struct Proxy {
     expired: Option<(Arc<Expired>, Mutex<String>)>,
     /// When the client last sent a request (tells an idle expiry from a close).
     last_request: Mutex<std::time::Instant>,
+    /// The tokens that carry a person's approval across upstream's own input requests
+    /// (`2026-07-28`).
+    continuations: continuation::Continuations,
 }
 
 impl Proxy {
@@ -173,6 +182,7 @@ impl Proxy {
             versions: ProtocolVersion::KNOWN_VERSIONS,
             expired: None,
             last_request: Mutex::new(std::time::Instant::now()),
+            continuations: continuation::Continuations::new(),
         }
     }
 
@@ -192,6 +202,7 @@ impl Proxy {
             versions: ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE),
             expired: Some((expired, Mutex::new(String::new()))),
             last_request: Mutex::new(std::time::Instant::now()),
+            continuations: continuation::Continuations::new(),
         }
     }
 
@@ -241,6 +252,64 @@ impl Proxy {
             stage: Some(self.config.stage.clone()),
             approve: true,
         }
+    }
+
+    /// Upstream's own input requests answered for a client before `2026-07-28`: each
+    /// elicitation is put to the client (`elicitation/create`) and the call retried with the
+    /// answers and upstream's state, for at most [`MAX_INPUT_ROUNDS`] rounds. A request the
+    /// proxy cannot put (sampling, roots, a client without form elicitation) ends the call
+    /// with an error: the tool did not run.
+    async fn answer_upstream(
+        &self,
+        context: &RequestContext<RoleServer>,
+        name: std::borrow::Cow<'static, str>,
+        arguments: Option<Map<String, Value>>,
+        mut outcome: Result<CallToolResponse, ErrorData>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let mut rounds = 0;
+        while let Ok(CallToolResponse::InputRequired(input)) = &outcome {
+            rounds += 1;
+            let cannot = |why: &str| {
+                Err(ErrorData::internal_error(
+                    format!("tools/call `{name}`: the upstream MCP server asked for input that {why}; the tool did not run"),
+                    None,
+                ))
+            };
+            if rounds > MAX_INPUT_ROUNDS {
+                return cannot(&format!("took more than {MAX_INPUT_ROUNDS} rounds"));
+            }
+            let mut responses = std::collections::BTreeMap::new();
+            for (key, asked) in input.input_requests.iter().flatten() {
+                let InputRequest::Elicitation(elicit) = asked else {
+                    return cannot("toolgate mcp does not forward (only forms are)");
+                };
+                if !ask::can_ask(context) {
+                    return cannot("this client cannot give (it declares no form elicitation)");
+                }
+                let answer = context
+                    .peer
+                    .create_elicitation_with_timeout(elicit.params.clone(), Some(self.config.call_timeout))
+                    .await
+                    .map_err(|e| {
+                        ErrorData::internal_error(
+                            format!("tools/call `{name}`: the client did not answer the upstream MCP server's question: {e}"),
+                            None,
+                        )
+                    })?;
+                let answer = serde_json::to_value(answer)
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                responses.insert(key.clone(), answer);
+            }
+            let mut retry = CallToolRequestParams::new(name.clone());
+            retry.arguments.clone_from(&arguments);
+            retry.input_responses = (!responses.is_empty()).then_some(responses);
+            retry.request_state.clone_from(&input.request_state);
+            outcome = self
+                .upstream
+                .call_tool(retry, self.config.call_timeout)
+                .await;
+        }
+        outcome
     }
 
     fn refuse(&self, reason: String) -> Result<CallToolResponse, ErrorData> {
@@ -360,6 +429,10 @@ impl ServerHandler for Proxy {
             args,
         };
         let base = self.base_facts(&context);
+        // The state upstream gets in place of the request's (`None` inside: none), and the
+        // digest of the person's approval this call runs under, if it does.
+        let mut forward_state: Option<Option<String>> = None;
+        let mut approved_by: Option<String> = None;
         let started = std::time::Instant::now();
         let (handled, relist) = self.session.with_state(|state| {
             let before = state.current_latched().clone();
@@ -393,7 +466,24 @@ impl ServerHandler for Proxy {
                     return self.refuse(reason);
                 };
                 let args = Value::Object(request.arguments.clone().unwrap_or_default());
-                let asked = if ask::asks_by_result(&context) {
+                let continued = request
+                    .request_state
+                    .as_deref()
+                    .map(|state| self.continuations.open(state));
+                let asked = if let Some(opened) = continued.filter(|o| *o != Opened::NotOurs) {
+                    // A retry answering upstream's own input request of a call the person
+                    // approved: the token stands for that approval, once, for this call.
+                    match opened {
+                        Opened::Approved {
+                            digest: approved,
+                            upstream,
+                        } if approved == digest => {
+                            forward_state = Some(upstream);
+                            ask::Asked::Approved
+                        }
+                        _ => ask::Asked::Unanswered,
+                    }
+                } else if ask::asks_by_result(&context) {
                     // 2026-07-28: no server-to-client request; the client asks and retries.
                     match ask::answered(&request, &digest) {
                         ask::Retry::Answered(asked) => asked,
@@ -429,7 +519,7 @@ impl ServerHandler for Proxy {
                 // Judged again with the person's approval: the engine turns exactly this
                 // call into an allow, or judges it as before if anything changed meanwhile.
                 let mut approved = base.into_owned();
-                approved.approvals = Some(vec![digest]);
+                approved.approvals = Some(vec![digest.clone()]);
                 let started = std::time::Instant::now();
                 let again = self.session.with_state(|state| {
                     self.judge()
@@ -444,7 +534,7 @@ impl ServerHandler for Proxy {
                     );
                 }
                 match again.answer {
-                    Answer::Allow | Answer::Nothing => {}
+                    Answer::Allow | Answer::Nothing => approved_by = Some(digest),
                     Answer::Deny { reason } | Answer::Ask { reason } => return self.refuse(reason),
                 }
             }
@@ -452,13 +542,58 @@ impl ServerHandler for Proxy {
         let tool = request.name.to_string();
         let mut request = request;
         ask::strip(&mut request);
+        if forward_state.is_none() {
+            // A token of ours on a call that did not need it (allowed without an ask now):
+            // upstream gets back only the state the token carries, if it is valid.
+            if let Some(state) = request.request_state.as_deref() {
+                match self.continuations.open(state) {
+                    Opened::NotOurs => {}
+                    Opened::Refused => forward_state = Some(None),
+                    Opened::Approved { upstream, .. } => forward_state = Some(upstream),
+                }
+            }
+        }
+        if let Some(state) = forward_state {
+            request.request_state = state;
+        }
         // A call the client cancels is dropped here, which cancels it upstream as well.
+        let by_result = ask::asks_by_result(&context);
         let outcome = tokio::select! {
-            outcome = self.upstream.call_tool(request, self.config.call_timeout) => outcome,
+            outcome = async {
+                let again = (!by_result).then(|| (request.name.clone(), request.arguments.clone()));
+                let outcome = self.upstream.call_tool(request, self.config.call_timeout).await;
+                match again {
+                    // A client before 2026-07-28 takes no input request in a result: the proxy
+                    // puts upstream's questions to it as `elicitation/create` and retries.
+                    Some((name, arguments)) => {
+                        self.answer_upstream(&context, name, arguments, outcome).await
+                    }
+                    None => outcome,
+                }
+            } => outcome,
             () = context.ct.cancelled() => Err(ErrorData::internal_error(
                 format!("tools/call `{tool}`: cancelled by the client"),
                 None,
             )),
+        };
+        // Upstream asks its own question about a call the person approved: the client gets
+        // upstream's requests with a token in place of upstream's state, so that its retry
+        // still carries the approval (continuation.rs); none can be made, no retry could run.
+        let outcome = match (outcome, approved_by) {
+            (Ok(CallToolResponse::InputRequired(mut input)), Some(digest)) => {
+                match self.continuations.seal(&digest, input.request_state.take()) {
+                    Some(token) => {
+                        input.request_state = Some(token);
+                        Ok(CallToolResponse::InputRequired(input))
+                    }
+                    None => {
+                        return self.refuse(format!(
+                            "The person approved `{tool}`, but its server asked for more input and toolgate could not keep the approval for the retry. It did not run; ask the user to try again."
+                        ))
+                    }
+                }
+            }
+            (outcome, _) => outcome,
         };
         let ok = match &outcome {
             Ok(CallToolResponse::Complete(result)) => result.is_error != Some(true),

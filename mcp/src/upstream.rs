@@ -5,13 +5,19 @@
 //! call, the SDK's request is dropped, which sends upstream a `notifications/cancelled`. A server that crashed answers every
 //! request after with an error at once (its transport is closed).
 
-use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorData, ResultType, Tool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ErrorData, ProtocolVersion, ResultType, Tool,
+};
 use rmcp::service::{ClientInitializeError, RunningService, ServiceError};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::RoleClient;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The prefix of the protocol's own `_meta` keys, which belong to one hop.
+const PROTOCOL_META: &str = "io.modelcontextprotocol/";
 
 /// A connected upstream server. Cloning shares the one connection.
 #[derive(Clone)]
@@ -110,7 +116,12 @@ impl Upstream {
                     result.result_type = Some(ResultType::COMPLETE);
                 }
                 if let Some(meta) = result.meta.as_mut() {
-                    meta.0.retain(|key, _| !key.starts_with(super::META_PREFIX));
+                    // Toolgate's own keys are toolgate's to set; the protocol's reserved keys
+                    // (`io.modelcontextprotocol/serverInfo`, ...) describe upstream's hop to
+                    // the proxy, not the client's to the proxy.
+                    meta.0.retain(|key, _| {
+                        !key.starts_with(super::META_PREFIX) && !key.starts_with(PROTOCOL_META)
+                    });
                 }
                 if result.meta.as_ref().is_some_and(|m| m.0.is_empty()) {
                     result.meta = None;
@@ -130,7 +141,14 @@ where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let service = tokio::time::timeout(timeout, ().serve(transport))
+    // The newest protocol the upstream server speaks: `server/discover` first (2026-07-28,
+    // where a tool may answer with its own input request), the `initialize` handshake for a
+    // server that does not know it.
+    let lifecycle = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: None,
+    };
+    let service = tokio::time::timeout(timeout, ().serve_with_lifecycle(transport, lifecycle))
         .await
         .map_err(|_| ConnectError::Timeout(timeout))?
         .map_err(handshake_error)?;

@@ -2,7 +2,8 @@
 
 Tools: read_file (read; the path `spoof` answers with toolgate's own `_meta` keys), write_file (write), fetch_url (ingest), big (a large result),
 fail (a tool error), crash (the process dies mid-call), hang (never answers), secret
-(the test policy never classifies it). Each call that reaches this server is appended to
+(the test policy never classifies it), publish (a write that asks the client's person its
+own confirmation first, as a 2026-07-28 `InputRequiredResult`). Each call that reaches this server is appended to
 the file named by $CALL_LOG, so a test can prove a denied call never got here. It speaks
 stdio, or Streamable HTTP with `--http PORT`.
 """
@@ -13,8 +14,15 @@ import sys
 
 import anyio
 
-from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import (
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    InputRequiredResult,
+    TextContent,
+    ToolAnnotations,
+)
 
 server = MCPServer("toolgate-test-upstream", instructions="test upstream for toolgate mcp")
 
@@ -94,6 +102,49 @@ async def hang() -> str:
 def secret() -> str:
     log("secret", {})
     return "the secret"
+
+
+# The key of publish's own input request, and its form: one required boolean, `approve`.
+CONFIRM = "upstream/confirm"
+CONFIRM_SCHEMA = {
+    "type": "object",
+    "properties": {"approve": {"type": "boolean"}},
+    "required": ["approve"],
+}
+
+
+def _approved(answer):
+    """Whether an input response is an accepted form with `approve: true`."""
+    if answer is None:
+        return False
+    if not isinstance(answer, dict):
+        answer = answer.model_dump(by_alias=True, exclude_none=True)
+    return answer.get("action") == "accept" and (answer.get("content") or {}).get("approve") is True
+
+
+@server.tool(
+    description="Publish a file; asks its own confirmation first (2026-07-28).",
+    annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True),
+)
+def publish(path: str, ctx: Context) -> CallToolResult | InputRequiredResult:
+    answer = (ctx.input_responses or {}).get(CONFIRM)
+    if answer is None or ctx.request_state != f"confirm:{path}":
+        log("publish_asked", {"path": path, "state": ctx.request_state})
+        return InputRequiredResult(
+            input_requests={
+                CONFIRM: ElicitRequest(
+                    params=ElicitRequestFormParams(
+                        message=f"upstream asks: publish {path}?",
+                        requested_schema=CONFIRM_SCHEMA,
+                    )
+                )
+            },
+            request_state=f"confirm:{path}",
+        )
+    if not _approved(answer):
+        return CallToolResult(content=[TextContent(type="text", text=f"not published: {path}")])
+    log("publish", {"path": path})
+    return CallToolResult(content=[TextContent(type="text", text=f"published {path}")])
 
 
 if __name__ == "__main__":
