@@ -24,6 +24,7 @@ pub(crate) use check::{
 };
 
 use serde_json::Value;
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 /// The keys of an ingest tool's output treated as metadata when the policy declares none for
@@ -81,7 +82,79 @@ struct Seen {
 enum Outputs {
     Absent,
     OverCap,
-    Indexed(HashMap<Box<str>, Seen>),
+    Indexed(Keys),
+}
+
+/// The indexed keys and what was seen of each.
+///
+/// Output text is written by whoever the agent read, so the map must not let crafted keys
+/// collide into quadratic time, yet hashing every byte with SipHash cost a third of the build.
+/// So each key's text is hashed once with FxHash (fast, but its collisions can be computed
+/// offline), and that 64-bit hash is the key of a map with std's randomly keyed SipHash: an
+/// attacker who makes many texts share one FxHash sends all but the first to `collided`, a
+/// map keyed by their text with SipHash, where they cost what every key cost before. Growing
+/// `by_hash` rehashes 8 bytes a key, never the text. The texts of `by_hash` sit one after
+/// another in `text`, so a key costs no allocation of its own.
+#[derive(Debug, Default)]
+struct Keys {
+    text: String,
+    by_hash: HashMap<u64, Slot>,
+    collided: HashMap<Box<str>, Seen>,
+}
+
+/// A key of [`Keys::by_hash`]: where its text is in [`Keys::text`], and what was seen of it.
+#[derive(Debug)]
+struct Slot {
+    at: usize,
+    len: usize,
+    seen: Seen,
+}
+
+impl Keys {
+    fn hash(key: &str) -> u64 {
+        use std::hash::Hasher;
+        let mut h = rustc_hash::FxHasher::default();
+        h.write(key.as_bytes());
+        h.finish()
+    }
+
+    /// The text of `slot`.
+    fn text(&self, slot: &Slot) -> &str {
+        self.text
+            .get(slot.at..slot.at + slot.len)
+            .unwrap_or_default()
+    }
+
+    /// What was seen of `key`.
+    fn get(&self, key: &str) -> Option<&Seen> {
+        match self.by_hash.get(&Self::hash(key)) {
+            Some(slot) if self.text(slot) == key => Some(&slot.seen),
+            Some(_) => self.collided.get(key),
+            None => None,
+        }
+    }
+
+    /// What was seen of `key`, made empty the first time: the text is copied only then.
+    fn entry(&mut self, key: &str) -> &mut Seen {
+        let text = &mut self.text;
+        match self.by_hash.entry(Self::hash(key)) {
+            Entry::Vacant(v) => {
+                let at = text.len();
+                text.push_str(key);
+                &mut v
+                    .insert(Slot {
+                        at,
+                        len: key.len(),
+                        seen: Seen::default(),
+                    })
+                    .seen
+            }
+            Entry::Occupied(o) if text.get(o.get().at..o.get().at + o.get().len) == Some(key) => {
+                &mut o.into_mut().seen
+            }
+            Entry::Occupied(_) => self.collided.entry(Box::from(key)).or_default(),
+        }
+    }
 }
 
 /// The prompt, as keys and as normalised text for substring matches.
@@ -139,7 +212,7 @@ impl Index {
         match &self.outputs {
             Outputs::Absent => Taint::Absent,
             Outputs::OverCap => Taint::OverCap,
-            Outputs::Indexed(map) => match map.get(key) {
+            Outputs::Indexed(keys) => match keys.get(key) {
                 Some(Seen {
                     trusted: false,
                     first_untrusted: Some(origin),
@@ -184,7 +257,7 @@ fn index_outputs(list: &Value, label: Label<'_>) -> Outputs {
     let Value::Array(items) = list else {
         return Outputs::Absent;
     };
-    let mut map: HashMap<Box<str>, Seen> = HashMap::new();
+    let mut keys = Keys::default();
     let mut bytes = 0usize;
     for (i, item) in items.iter().enumerate() {
         let (Some(tool), Some(output)) =
@@ -199,7 +272,7 @@ fn index_outputs(list: &Value, label: Label<'_>) -> Outputs {
         let output_index = u32::try_from(i).unwrap_or(u32::MAX);
         let mut over = false;
         let mut note = |k: &str, leaf: u32| {
-            let seen = map.entry(Box::from(k)).or_default();
+            let seen = keys.entry(k);
             match trust {
                 Trust::Trusted => seen.trusted = true,
                 _ => {
@@ -243,7 +316,7 @@ fn index_outputs(list: &Value, label: Label<'_>) -> Outputs {
             return Outputs::OverCap;
         }
     }
-    Outputs::Indexed(map)
+    Outputs::Indexed(keys)
 }
 
 /// Calls `f` on each scalar leaf of `v`, depth first, skipping the values of object keys
@@ -356,5 +429,38 @@ impl<'a> Lazy<'a> {
     /// and the path.
     pub(crate) fn locate(&self, origin: Origin) -> Option<(String, String, String)> {
         locate(self.facts.outputs()?, origin, self.label)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sharing_a_hash_are_kept_apart() {
+        let mut keys = Keys::default();
+        keys.entry("a").trusted = true;
+        // A text that FxHash sends where `b` goes, as a crafted collision would.
+        let at = keys.text.len();
+        keys.text.push_str("not b");
+        keys.by_hash.insert(
+            Keys::hash("b"),
+            Slot {
+                at,
+                len: 5,
+                seen: Seen::default(),
+            },
+        );
+        assert!(keys.get("b").is_none());
+        keys.entry("b").first_untrusted = Some(Origin { output: 1, leaf: 2 });
+        keys.entry("b").trusted = true;
+        let b = keys.get("b").copied().unwrap_or_default();
+        assert!(b.trusted);
+        assert_eq!(b.first_untrusted, Some(Origin { output: 1, leaf: 2 }));
+        assert_eq!(keys.collided.len(), 1);
+        assert!(keys.get("a").is_some_and(|s| s.trusted));
+        assert!(keys.get("c").is_none());
+        let not_b = &keys.by_hash[&Keys::hash("b")];
+        assert_eq!((keys.text(not_b), not_b.seen.trusted), ("not b", false));
     }
 }
