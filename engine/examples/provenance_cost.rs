@@ -9,6 +9,7 @@
 //! fastest of ROUNDS (default 200) rounds of 10 judgements of each: the minimum, since a busy
 //! neighbour only ever adds time. `provenance_cost loop N` judges the 1-argument request N
 //! times with the tainted policy and nothing else, for `perf record` or callgrind.
+//! `provenance_cost hostile` times the index of 1 MB outputs made to be hard to scan.
 
 use serde_json::{json, Value};
 use std::hint::black_box;
@@ -87,6 +88,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         run_measured(&tainted, &one, n);
         return Ok(());
     }
+    if args.get(1).map(String::as_str) == Some("hostile") {
+        return hostile(&tainted, &plain);
+    }
     let rounds: u32 = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(200);
     let eleven = request(11)?;
     let bytes = one.to_value()["facts"]["outputs"].to_string().len();
@@ -112,5 +116,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "check:                  {:12.1} ns per argument",
         (t11 - t1) / 10.0
     );
+    Ok(())
+}
+
+/// The index of 1 MB outputs of one repeated piece each, in µs per KB.
+fn hostile(tainted: &Policy, plain: &Policy) -> Result<(), Box<dyn std::error::Error>> {
+    for piece in [
+        "a.",
+        "a-",
+        "1",
+        ".",
+        "a@",
+        "x.y@",
+        "DE89 ",
+        "AB12 CDEF ",
+        "www.a.b ",
+        "a.b.c.d.e.f ",
+        "1.2.3.4 ",
+        "é.ü.",
+        "https://x.com/y ",
+    ] {
+        let text = piece.repeat((1 << 20) / piece.len());
+        let request = Request::from_value(json!({"facts": {"stage": "s", "latched": true,
+            "prompt": "", "outputs": [{"id": "c1", "tool": "read_inbox", "output": text}]},
+            "calls": [{"id": "c2", "tool": "send_email", "args": {"to": "friend@example.net"}}]}))?;
+        let per_kb = |p: &Policy| fastest(p, &request, 3) / 1000.0 / 1024.0;
+        let cost = per_kb(tainted) - per_kb(plain);
+        println!("{:>20}: {cost:8.3} µs per KB", format!("{piece:?}"));
+    }
     Ok(())
 }

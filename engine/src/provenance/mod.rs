@@ -82,7 +82,9 @@ struct Seen {
 enum Outputs {
     Absent,
     OverCap,
-    Indexed(Keys),
+    /// Boxed: a request judged without provenance tests moves an unbuilt index around, so it
+    /// stays as small as it was with one plain map.
+    Indexed(Box<Keys>),
 }
 
 /// The indexed keys and what was seen of each.
@@ -373,7 +375,7 @@ fn index_outputs(list: &Value, label: Label<'_>) -> Outputs {
             return Outputs::OverCap;
         }
     }
-    Outputs::Indexed(keys)
+    Outputs::Indexed(Box::new(keys))
 }
 
 /// Calls `f` on each scalar leaf of `v`, depth first, skipping the values of object keys
