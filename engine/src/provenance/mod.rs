@@ -14,6 +14,11 @@
 //! A value is *from ingest* when its key is in some untrusted output, and neither in trusted
 //! output nor in the prompt. The index is built once per request, on the first provenance
 //! test the judge evaluates, so a policy without such tests never pays for it.
+//!
+//! Cost (issue 25: at most 1 µs per KB to index, 1 µs per argument to check), measured with
+//! `cargo run --release -p toolgate-engine --example provenance_cost` on a 100 KB inbox:
+//! indexing 0.96 µs per KB (4.55 before the scanner of [`tokens`] and the key map [`Keys`]),
+//! a check about 150 ns per argument (430 before).
 
 mod check;
 pub(crate) mod key;
