@@ -43,12 +43,12 @@ pub(crate) fn of(text: &str) -> Option<Cow<'_, str>> {
     if t.is_empty() {
         return None;
     }
-    let digits = t.bytes().filter(u8::is_ascii_digit).count();
-    if digits == t.len() && digits < MIN_DIGITS {
+    // A short number: only a text shorter than `MIN_DIGITS` can be one.
+    if t.len() < MIN_DIGITS && t.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let mut s: Cow<'_, str> = if t.is_ascii() {
-        if t.bytes().any(|b| b.is_ascii_uppercase()) {
+        if has_upper(t.as_bytes()) {
             Cow::Owned(t.to_ascii_lowercase())
         } else {
             Cow::Borrowed(t)
@@ -61,13 +61,29 @@ pub(crate) fn of(text: &str) -> Option<Cow<'_, str>> {
         Cow::Owned(nfc.to_lowercase())
     };
     if let Some(rest) = strip_scheme(&s) {
-        let rest = rest.trim_end_matches('/');
-        s = Cow::Owned(rest.to_string());
+        let at = s.len() - rest.len();
+        let end = at + rest.trim_end_matches('/').len();
+        s = match s {
+            Cow::Borrowed(b) => Cow::Borrowed(&b[at..end]),
+            Cow::Owned(mut o) => {
+                o.truncate(end);
+                o.drain(..at);
+                Cow::Owned(o)
+            }
+        };
     }
     if looks_like_grouped_iban(&s) {
         s = Cow::Owned(s.chars().filter(|c| *c != ' ').collect());
     }
     (!s.is_empty()).then_some(s)
+}
+
+/// Whether `b` holds an ASCII capital: a branch-free test over blocks of 16 bytes, which the
+/// compiler vectorises (a whole leaf of lower-case prose is read at several bytes a cycle).
+fn has_upper(b: &[u8]) -> bool {
+    let mut blocks = b.chunks_exact(16);
+    let upper = |block: &[u8]| block.iter().fold(false, |a, c| a | c.is_ascii_uppercase());
+    blocks.any(upper) || upper(blocks.remainder())
 }
 
 /// The text after `http://` or `https://`.
@@ -80,11 +96,11 @@ fn strip_scheme(s: &str) -> Option<&str> {
 fn looks_like_grouped_iban(s: &str) -> bool {
     let b = s.as_bytes();
     b.len() >= 15
-        && b.contains(&b' ')
         && b[0].is_ascii_lowercase()
         && b[1].is_ascii_lowercase()
         && b[2].is_ascii_digit()
         && b[3].is_ascii_digit()
+        && b.contains(&b' ')
         && b[4..]
             .iter()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b' ')
@@ -122,6 +138,9 @@ mod tests {
             Some("mark@example.com")
         );
         assert_eq!(of("https://www.X.com/").as_deref(), Some("www.x.com"));
+        assert_eq!(of("http://x.com//").as_deref(), Some("x.com"));
+        assert_eq!(of("(HTTP://X.com/a/)").as_deref(), Some("x.com/a"));
+        assert_eq!(of("https:///"), None);
         assert_eq!(of("www.x.com").as_deref(), Some("www.x.com"));
         assert_eq!(
             of("DE89 3704 0044 0532 0130 00").as_deref(),
@@ -132,5 +151,24 @@ mod tests {
         assert_eq!(of(" .,"), None);
         // NFC: a decomposed é is the composed one.
         assert_eq!(of("Cafe\u{301}"), of("Café"));
+        assert_eq!(of("12345"), None);
+        assert_eq!(of("123456").as_deref(), Some("123456"));
+        assert_eq!(of("1234a").as_deref(), Some("1234a"));
+        assert_eq!(of("a").as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn finds_a_capital_anywhere() {
+        let lower = "abcdefghijklmnopqrstuvwxyz0123456789 ,.-".repeat(5);
+        assert!(!has_upper(lower.as_bytes()));
+        for at in 0..lower.len() {
+            let mut b = lower.clone().into_bytes();
+            b[at] = b'Q';
+            assert!(has_upper(&b), "{at}");
+            let mut b = lower.clone().into_bytes();
+            b[at] = b[at].to_ascii_uppercase();
+            let text = String::from_utf8(b).unwrap();
+            assert_eq!(of(&text).as_deref(), Some(&*lower), "{at}");
+        }
     }
 }
